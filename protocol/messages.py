@@ -1,0 +1,280 @@
+"""One frozen dataclass per request and response, with Kafka's field names in snake_case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .errors import Errors
+from .values import OffsetAndMetadata, TopicPartition
+
+# --- JoinGroup -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JoinGroupRequest:
+    """A member asks to join (or rejoin) a group, naming the protocols it supports."""
+
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    protocol_type: str = "consumer"
+    protocols: Sequence[tuple[str, bytes]] = ()
+    client_id: str = ""
+    client_host: str = ""
+    reason: str | None = None
+    require_known_member_id: bool = True
+
+
+@dataclass(frozen=True)
+class JoinGroupMember:
+    """A member as the leader sees it in a JoinGroup response."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True)
+class JoinGroupResponse:
+    """The outcome of a join: the generation, the chosen protocol and (for the leader) the members."""
+
+    error: Errors
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str
+    member_id: str
+    members: list[JoinGroupMember] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+# --- SyncGroup -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyncGroupRequest:
+    """A member asks for its assignment; the leader's request carries everyone's."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SyncGroupResponse:
+    """The member's assignment for the current generation."""
+
+    error: Errors
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
+
+
+# --- Heartbeat -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    """A member tells the coordinator it is alive."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HeartbeatResponse:
+    """NONE, or the reason the member must rejoin."""
+
+    error: Errors
+
+
+# --- LeaveGroup ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemberIdentity:
+    """One member to remove: by member id, by static instance id, or both."""
+
+    member_id: str = ""
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaveGroupRequest:
+    """Remove one or more members from a group (KIP-345 batch leave)."""
+
+    group_id: str
+    members: Sequence[MemberIdentity]
+
+
+@dataclass(frozen=True)
+class LeaveMemberResponse:
+    """The outcome for one member of a LeaveGroup."""
+
+    member_id: str
+    group_instance_id: str | None
+    error: Errors
+
+
+@dataclass(frozen=True)
+class LeaveGroupResponse:
+    """A top-level error and the per-member outcomes."""
+
+    error: Errors
+    members: list[LeaveMemberResponse] = field(default_factory=list)
+
+
+# --- OffsetCommit / OffsetFetch ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OffsetCommitRequest:
+    """Commit offsets for a group, as a member of a generation or (generation -1) as a simple consumer."""
+
+    group_id: str
+    offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1
+
+
+@dataclass(frozen=True)
+class OffsetCommitResponse:
+    """An error per partition."""
+
+    errors: dict[TopicPartition, Errors]
+
+
+@dataclass(frozen=True)
+class OffsetFetchRequest:
+    """Read committed offsets of some partitions, or all of them (partitions=None)."""
+
+    group_id: str
+    partitions: Sequence[TopicPartition] | None = None
+    require_stable: bool = False
+
+
+@dataclass(frozen=True)
+class OffsetFetchPartition:
+    """A committed offset; offset -1 with error NONE means nothing is committed."""
+
+    offset: int
+    metadata: str
+    leader_epoch: int
+    error: Errors
+
+
+@dataclass(frozen=True)
+class OffsetFetchResponse:
+    """A group-level error and the offsets per partition."""
+
+    error: Errors
+    offsets: dict[TopicPartition, OffsetFetchPartition]
+
+
+# --- ListGroups / DescribeGroups / DeleteGroups / OffsetDelete --------------------------
+
+
+@dataclass(frozen=True)
+class ListGroupsRequest:
+    """List groups, optionally only those in some states or of some types."""
+
+    states_filter: Sequence[str] = ()
+    types_filter: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """One group in a ListGroups response."""
+
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True)
+class ListGroupsResponse:
+    """The groups this coordinator owns."""
+
+    error: Errors
+    groups: list[ListedGroup]
+
+
+@dataclass(frozen=True)
+class DescribeGroupsRequest:
+    """Describe some groups by id."""
+
+    group_ids: Sequence[str]
+
+
+@dataclass(frozen=True)
+class DescribedMember:
+    """A member as DescribeGroups shows it."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    """A group as DescribeGroups shows it; an unknown group is NONE with state "Dead"."""
+
+    error: Errors
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[DescribedMember]
+
+
+@dataclass(frozen=True)
+class DescribeGroupsResponse:
+    """One description per requested group, in request order."""
+
+    groups: list[DescribedGroup]
+
+
+@dataclass(frozen=True)
+class DeleteGroupsRequest:
+    """Delete Empty groups with their offsets."""
+
+    group_ids: Sequence[str]
+
+
+@dataclass(frozen=True)
+class DeleteGroupsResponse:
+    """An error per group id."""
+
+    results: dict[str, Errors]
+
+
+@dataclass(frozen=True)
+class OffsetDeleteRequest:
+    """Delete the committed offsets of some partitions of a group (KIP-496)."""
+
+    group_id: str
+    partitions: Sequence[TopicPartition]
+
+
+@dataclass(frozen=True)
+class OffsetDeleteResponse:
+    """A top-level error and an error per partition."""
+
+    error: Errors
+    errors: dict[TopicPartition, Errors]
