@@ -16,7 +16,7 @@ class NotDoneError(RuntimeError):
 class Deferred(Generic[T]):
     """A single-assignment result with completion callbacks (no threads, no event loop)."""
 
-    __slots__ = ("_value", "_callbacks")
+    __slots__ = ("_callbacks", "_value")
 
     def __init__(self) -> None:
         self._value: object = _UNSET

@@ -127,9 +127,7 @@ def record_from_obj(obj: list) -> Record:
             if v is not None:
                 if v[0] != GROUP_METADATA_VALUE_VERSION:
                     raise RecordFormatError(f"group metadata value version {v[0]} is not supported")
-                v = GroupMetadataValue(
-                    v[1], v[2], v[3], v[4], v[5], tuple(MemberMetadata(*m) for m in v[6])
-                )
+                v = GroupMetadataValue(v[1], v[2], v[3], v[4], v[5], tuple(MemberMetadata(*m) for m in v[6]))
             return Record(GroupMetadataKey(obj[1]), v)
     except (IndexError, TypeError) as e:
         raise RecordFormatError(f"malformed record {obj!r}: {e}") from e

@@ -1,0 +1,27 @@
+"""The shard's configuration, with Kafka's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """Kafka's group coordinator settings (group.* and offsets.* broker configs), in milliseconds."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    new_member_join_timeout_ms: int = 300000
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+
+    def __post_init__(self) -> None:
+        if self.max_size < 1:
+            raise ValueError(f"max_size must be at least 1, got {self.max_size}")
+        if self.min_session_timeout_ms > self.max_session_timeout_ms:
+            raise ValueError("min_session_timeout_ms must not exceed max_session_timeout_ms")
+        if self.offsets_retention_check_interval_ms <= 0:
+            raise ValueError("offsets_retention_check_interval_ms must be positive")

@@ -1,0 +1,87 @@
+"""The shard's runtime: appending records through replay, durability waiters, timers and time."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Callable, Sequence, TypeVar
+
+from .clock import Clock
+from .deferred import Deferred
+from .log import RecordLog
+from .purgatory import Purgatory
+from .records import Record
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ShardRuntime:
+    """Applies records through replay before logging them, and releases work once the log is durable.
+
+    This is the one path by which the persisted state of a shard changes: `append` replays each
+    record into memory (the same replay that recovery runs) and stages it in the log; responses
+    and follow-up actions wait in `when_durable` until the log says those records are on disk.
+    """
+
+    def __init__(self, clock: Clock, log: RecordLog, replay: Callable[[Record], None]) -> None:
+        self.clock = clock
+        self.log = log
+        self.timers = Purgatory()
+        self._replay = replay
+        self._end = log.durable_offset
+        self._durable = log.durable_offset
+        self._waiters: deque[tuple[int, Callable[[], None]]] = deque()
+
+    def now(self) -> int:
+        """The current time in milliseconds."""
+        return self.clock.now_ms()
+
+    def append(self, records: Sequence[Record]) -> int:
+        """Replay `records` into memory, then stage them in the log; returns the log end offset."""
+        if not records:
+            return self._end
+        for r in records:
+            self._replay(r)
+        self._end = self.log.append(records)
+        self.on_durable(self.log.durable_offset)
+        return self._end
+
+    def when_durable(self, action: Callable[[], None]) -> None:
+        """Run `action` once everything appended so far is durable (at once if it already is)."""
+        if self._durable >= self._end and not self._waiters:
+            action()
+        else:
+            self._waiters.append((self._end, action))
+
+    def respond(self, value: T) -> Deferred[T]:
+        """A response that completes once every earlier write is durable."""
+        d: Deferred[T] = Deferred()
+        self.complete(d, value)
+        return d
+
+    def complete(self, deferred: Deferred[T], value: T) -> None:
+        """Complete `deferred` with `value` once every earlier write is durable."""
+        self.when_durable(lambda: deferred.complete(value))
+
+    @property
+    def end_offset(self) -> int:
+        return self._end
+
+    @property
+    def durable_offset(self) -> int:
+        return self._durable
+
+    def on_durable(self, offset: int) -> None:
+        """The log is durable up to `offset`: run the waiters whose records are now on disk."""
+        if offset > self._durable:
+            self._durable = offset
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= self._durable:
+            _, action = waiters.popleft()
+            action()
+
+    def has_waiters(self) -> bool:
+        """Whether any response or action still waits for durability."""
+        return bool(self._waiters)
