@@ -14,13 +14,11 @@ from . import validation
 from .clock import Clock, SystemClock
 from .config import GroupConfig
 from .deferred import Deferred
-from .errors import Errors
-from .group_manager import GroupMetadataManager, join_error, sync_error
+from .group_manager import GroupMetadataManager
 from .log import MemoryLog, RecordLog
 from .messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
-    DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     HeartbeatRequest,
@@ -42,6 +40,7 @@ from .messages import (
 )
 from .offset_manager import OffsetMetadataManager
 from .records import OffsetCommitKey, Record
+from .responses import error_response
 from .runtime import ShardRuntime
 
 log = logging.getLogger(__name__)
@@ -116,97 +115,51 @@ class GroupCoordinator:
 
     # --- requests --------------------------------------------------------------------------
 
-    def _handle(
-        self,
-        req: Any,
-        check: Callable[[Any], Errors | None],
-        on_error: Callable[[Errors], T],
-        handler: Callable[[Any], Deferred[T]],
-    ) -> Deferred[T]:
+    def _handle(self, api: str, req: Any, handler: Callable[[Any], Deferred[T]]) -> Deferred[T]:
         """Validate, then handle; bad input is answered with its error code and changes nothing."""
-        error = check(req)
+        error = validation.check(api, req)
         if error is not None:
-            return self.runtime.respond(on_error(error))
+            return self.runtime.respond(error_response(api, req, error))
         return handler(req)
 
     def join_group(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
         """JoinGroup (API key 11)."""
-        member_id = getattr(req, "member_id", "")
-        return self._handle(
-            req,
-            validation.check_join_group,
-            lambda e: join_error(e, member_id if isinstance(member_id, str) else ""),
-            self.groups.join_group,
-        )
+        return self._handle("join_group", req, self.groups.join_group)
 
     def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResponse]:
         """SyncGroup (API key 14)."""
-        return self._handle(req, validation.check_sync_group, sync_error, self.groups.sync_group)
+        return self._handle("sync_group", req, self.groups.sync_group)
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
         """Heartbeat (API key 12)."""
-        return self._handle(req, validation.check_heartbeat, HeartbeatResponse, self.groups.heartbeat)
+        return self._handle("heartbeat", req, self.groups.heartbeat)
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """LeaveGroup (API key 13), by member id and/or instance id."""
-        return self._handle(
-            req, validation.check_leave_group, lambda e: LeaveGroupResponse(e, []), self.groups.leave_group
-        )
+        return self._handle("leave_group", req, self.groups.leave_group)
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """OffsetCommit (API key 8)."""
-        offsets = getattr(req, "offsets", None)
-        partitions = list(offsets) if isinstance(offsets, dict) else []
-        return self._handle(
-            req,
-            validation.check_offset_commit,
-            lambda e: OffsetCommitResponse({tp: e for tp in partitions}),
-            self.offsets.commit_offsets,
-        )
+        return self._handle("commit_offsets", req, self.offsets.commit_offsets)
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """OffsetFetch (API key 9)."""
-        return self._handle(
-            req,
-            validation.check_offset_fetch,
-            lambda e: OffsetFetchResponse(e, {}),
-            self.offsets.fetch_offsets,
-        )
+        return self._handle("fetch_offsets", req, self.offsets.fetch_offsets)
 
     def list_groups(self, req: ListGroupsRequest | None = None) -> Deferred[ListGroupsResponse]:
         """ListGroups (API key 16)."""
-        req = req if req is not None else ListGroupsRequest()
         return self._handle(
-            req, validation.check_list_groups, lambda e: ListGroupsResponse(e, []), self.groups.list_groups
+            "list_groups", req if req is not None else ListGroupsRequest(), self.groups.list_groups
         )
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """DescribeGroups (API key 15)."""
-        ids = getattr(req, "group_ids", None)
-        ids = [g if isinstance(g, str) else "" for g in ids] if isinstance(ids, (list, tuple)) else []
-        return self._handle(
-            req,
-            validation.check_describe_groups,
-            lambda e: DescribeGroupsResponse([DescribedGroup(e, g, "", "", "", []) for g in ids]),
-            self.groups.describe_groups,
-        )
+        return self._handle("describe_groups", req, self.groups.describe_groups)
 
     def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
         """DeleteGroups (API key 42): Empty groups are deleted with their offsets."""
-        ids = getattr(req, "group_ids", None)
-        ids = [g for g in ids if isinstance(g, str)] if isinstance(ids, (list, tuple)) else []
-        return self._handle(
-            req,
-            validation.check_delete_groups,
-            lambda e: DeleteGroupsResponse({g: e for g in ids}),
-            self.offsets.delete_groups,
-        )
+        return self._handle("delete_groups", req, self.offsets.delete_groups)
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """OffsetDelete (API key 47)."""
-        return self._handle(
-            req,
-            validation.check_offset_delete,
-            lambda e: OffsetDeleteResponse(e, {}),
-            self.offsets.delete_offsets,
-        )
+        return self._handle("delete_offsets", req, self.offsets.delete_offsets)

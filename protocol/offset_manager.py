@@ -1,0 +1,244 @@
+"""Committed offsets of one shard: OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups and expiry.
+
+Follows Kafka's Java OffsetMetadataManager. Offsets change only by replaying OffsetCommit records
+(`replay`), the same path recovery takes; every handler appends its records through the runtime
+and answers with a Deferred that completes once they, and every earlier write, are durable.
+Commits are synchronous through the log, so there are never "pending" regular commits to hide
+from a fetch: a fetch is answered only after every earlier write is durable instead.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .config import GroupConfig
+from .deferred import Deferred
+from .errors import Errors
+from .expiration import expired_partitions
+from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
+from .group_manager import GroupMetadataManager
+from .messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from .records import OffsetCommitKey, OffsetCommitValue, Record
+from .runtime import ShardRuntime
+from .values import TopicPartition
+
+log = logging.getLogger(__name__)
+
+INT64_MAX = 2**63 - 1
+NO_OFFSET = OffsetFetchPartition(-1, "", -1, Errors.NONE)
+
+
+def java_string_length(s: str) -> int:
+    """Java's String.length(): the number of UTF-16 code units."""
+    return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _tombstone(group_id: str, tp: TopicPartition) -> Record:
+    return Record(OffsetCommitKey(group_id, tp.topic, tp.partition), None)
+
+
+class OffsetMetadataManager:
+    """Owns the committed offsets of one shard's groups and the requests that read or change them."""
+
+    def __init__(self, runtime: ShardRuntime, groups: GroupMetadataManager, config: GroupConfig) -> None:
+        self.rt = runtime
+        self.groups = groups
+        self.config = config
+        self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+
+    # --- state and replay ------------------------------------------------------------------
+
+    def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
+        """A copy of the committed offsets of `group_id` (empty if it has none)."""
+        return dict(self._offsets.get(group_id, {}))
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Whether `group_id` has any committed offset."""
+        return bool(self._offsets.get(group_id))
+
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """Apply one OffsetCommit record: store the value (latest wins) or, for a tombstone, delete it.
+
+        As in Kafka's Java replay, an offset of a group that does not exist creates a simple group.
+        """
+        tp = TopicPartition(key.topic, key.partition)
+        if value is None:
+            offsets = self._offsets.get(key.group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self._offsets[key.group]
+            return
+        if self.groups.get_group(key.group) is None:
+            self.groups.create_simple_group(key.group)
+        self._offsets.setdefault(key.group, {})[tp] = value
+
+    # --- OffsetCommit ----------------------------------------------------------------------
+
+    def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
+        """Validate the committer against the group, then write one record per partition."""
+        partitions = [TopicPartition(*tp) for tp in req.offsets]
+        group = self.groups.get_group(req.group_id)
+        error = self._validate_commit(group, req)
+        if error != Errors.NONE:
+            return self.rt.respond(OffsetCommitResponse({tp: error for tp in partitions}))
+        if group is not None and group.in_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            # A commit from the current generation keeps the member's session alive.
+            self.groups.refresh_session(group, req.member_id)
+        now = self.rt.now()
+        expire = -1 if req.retention_time_ms == -1 else min(now + req.retention_time_ms, INT64_MAX)
+        max_metadata = self.config.offset_metadata_max_bytes
+        errors: dict[TopicPartition, Errors] = {}
+        records: list[Record] = []
+        for tp, (offset, metadata, leader_epoch) in zip(partitions, req.offsets.values(), strict=True):
+            if java_string_length(metadata) > max_metadata:
+                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            errors[tp] = Errors.NONE
+            key = OffsetCommitKey(req.group_id, tp.topic, tp.partition)
+            value = OffsetCommitValue(int(offset), int(leader_epoch), str(metadata), now, expire)
+            records.append(Record(key, value))
+        # The first record of an unknown group creates it as a simple group when it is replayed.
+        self.rt.append(records)
+        return self.rt.respond(OffsetCommitResponse(errors))
+
+    def _validate_commit(self, group: ClassicGroup | None, req: OffsetCommitRequest) -> Errors:
+        """Kafka's OffsetCommit validation (Java ClassicGroup.validateOffsetCommit), first match wins."""
+        if group is None:
+            # Java answers GROUP_ID_NOT_FOUND from OffsetCommit v9 on; our request carries no
+            # version, so we give the answer of v0-v8 (and of Kafka's Scala coordinator).
+            return Errors.NONE if req.generation_id < 0 else Errors.ILLEGAL_GENERATION
+        if group.in_state(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if req.generation_id < 0 and group.in_state(GroupState.EMPTY):
+            # The admin client or a consumer without group management: allowed while Empty.
+            return Errors.NONE
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            error = self.groups.validate_member(group, req.member_id, req.group_instance_id)
+            if error != Errors.NONE:
+                return error
+            if req.generation_id != group.generation_id:
+                return Errors.ILLEGAL_GENERATION
+        elif not group.in_state(GroupState.EMPTY):
+            # Without member id and generation only an Empty group takes commits.
+            return Errors.UNKNOWN_MEMBER_ID
+        if group.in_state(GroupState.COMPLETING_REBALANCE):
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
+
+    # --- OffsetFetch -----------------------------------------------------------------------
+
+    def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
+        """Committed offsets of some or all partitions, answered once every earlier write is durable."""
+        group = self.groups.get_group(req.group_id)
+        committed = self._offsets.get(req.group_id, {}) if group is not None else {}
+        if req.partitions is None:
+            offsets = {tp: _fetched(v) for tp, v in committed.items()}
+        else:
+            offsets = {}
+            for tp in req.partitions:
+                tp = TopicPartition(*tp)
+                value = committed.get(tp)
+                offsets[tp] = NO_OFFSET if value is None else _fetched(value)
+        # require_stable needs nothing more: there are no pending (unwritten) commits to report
+        # as UNSTABLE_OFFSET_COMMIT, and the response waits until all earlier writes are durable.
+        return self.rt.respond(OffsetFetchResponse(Errors.NONE, offsets))
+
+    # --- OffsetDelete ----------------------------------------------------------------------
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
+        """Delete offsets of partitions whose topics the group does not consume (KIP-496)."""
+        group = self.groups.get_group(req.group_id)
+        if group is None or group.in_state(GroupState.DEAD):
+            return self.rt.respond(OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND, {}))
+        if not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return self.rt.respond(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP, {}))
+        subscribed = self._subscribed(group)
+        committed = self._offsets.get(req.group_id, {})
+        errors: dict[TopicPartition, Errors] = {}
+        records: dict[TopicPartition, Record] = {}
+        for tp in req.partitions:
+            tp = TopicPartition(*tp)
+            if subscribed is None or tp.topic in subscribed:
+                errors[tp] = Errors.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            errors[tp] = Errors.NONE
+            if tp in committed:
+                records[tp] = _tombstone(req.group_id, tp)
+        # As Kafka's Java coordinator: an Empty group left without offsets is removed by the
+        # next expiry pass, not here.
+        self.rt.append(list(records.values()))
+        return self.rt.respond(OffsetDeleteResponse(Errors.NONE, errors))
+
+    @staticmethod
+    def _subscribed(group: ClassicGroup) -> set[str] | None:
+        """Topics the group consumes; None means unknown, i.e. every topic counts as subscribed."""
+        if group.in_state(GroupState.EMPTY) or group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return set()
+        return group.subscribed_topics()
+
+    # --- DeleteGroups ----------------------------------------------------------------------
+
+    def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
+        """Delete Empty groups with all their offsets; other groups are refused per id."""
+        results: dict[str, Errors] = {}
+        records: list[Record] = []
+        for group_id in req.group_ids:
+            if group_id in results:
+                continue
+            group = self.groups.get_group(group_id)
+            if group is None or group.in_state(GroupState.DEAD):
+                results[group_id] = Errors.GROUP_ID_NOT_FOUND
+            elif not group.in_state(GroupState.EMPTY):
+                results[group_id] = Errors.NON_EMPTY_GROUP
+            else:
+                records.extend(self._delete_group_records(group))
+                results[group_id] = Errors.NONE
+        self.rt.append(records)
+        return self.rt.respond(DeleteGroupsResponse(results))
+
+    def _delete_group_records(self, group: ClassicGroup) -> list[Record]:
+        """Mark `group` Dead and return the tombstones of all its offsets and of the group itself."""
+        self.groups.mark_dead(group)
+        records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
+        records.append(self.groups.group_tombstone(group.group_id))
+        return records
+
+    # --- expiry ----------------------------------------------------------------------------
+
+    def cleanup_expired_offsets(self) -> None:
+        """Tombstone expired offsets (KIP-211); delete Empty groups that are left without offsets.
+
+        As Kafka's Java coordinator, an Empty group whose offsets have all expired (or that has
+        none) gets a group tombstone, whatever its generation.
+        """
+        now = self.rt.now()
+        retention = self.config.offsets_retention_ms
+        records: list[Record] = []
+        expired_count = deleted = 0
+        for group in list(self.groups.groups.values()):
+            committed = self._offsets.get(group.group_id, {})
+            expired = expired_partitions(group, committed, now, retention)
+            expired_count += len(expired)
+            if group.in_state(GroupState.EMPTY) and len(expired) == len(committed):
+                records.extend(self._delete_group_records(group))
+                deleted += 1
+            else:
+                records.extend(_tombstone(group.group_id, tp) for tp in expired)
+        if records:
+            log.info("offset expiry removed %d offsets and %d empty groups", expired_count, deleted)
+            self.rt.append(records)
+
+
+def _fetched(value: OffsetCommitValue) -> OffsetFetchPartition:
+    return OffsetFetchPartition(value.offset, value.metadata, value.leader_epoch, Errors.NONE)

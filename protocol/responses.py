@@ -1,0 +1,66 @@
+"""The error response of each API, for requests answered without reaching a group."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .errors import Errors
+from .messages import (
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+
+
+def _str_or(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def _group_ids(req: Any) -> list[str]:
+    ids = getattr(req, "group_ids", None)
+    if not isinstance(ids, (list, tuple)):
+        return []
+    return [g for g in ids if isinstance(g, str)]
+
+
+def _offset_keys(req: Any) -> list:
+    offsets = getattr(req, "offsets", None)
+    if not hasattr(offsets, "keys"):
+        return []
+    try:
+        return [tp for tp in offsets.keys() if isinstance(tp, tuple) and hash(tp) is not None]
+    except TypeError:
+        return []
+
+
+_ERROR_RESPONSES: dict[str, Callable[[Any, Errors], Any]] = {
+    "join_group": lambda r, e: JoinGroupResponse(
+        e, -1, None, None, "", _str_or(getattr(r, "member_id", "")), []
+    ),
+    "sync_group": lambda r, e: SyncGroupResponse(e, None, None, b""),
+    "heartbeat": lambda r, e: HeartbeatResponse(e),
+    "leave_group": lambda r, e: LeaveGroupResponse(e, []),
+    "commit_offsets": lambda r, e: OffsetCommitResponse({tp: e for tp in _offset_keys(r)}),
+    "fetch_offsets": lambda r, e: OffsetFetchResponse(e, {}),
+    "list_groups": lambda r, e: ListGroupsResponse(e, []),
+    "describe_groups": lambda r, e: DescribeGroupsResponse(
+        [DescribedGroup(e, g, "", "", "", []) for g in _group_ids(r)]
+    ),
+    "delete_groups": lambda r, e: DeleteGroupsResponse({g: e for g in _group_ids(r)}),
+    "delete_offsets": lambda r, e: OffsetDeleteResponse(e, {}),
+}
+
+APIS = tuple(_ERROR_RESPONSES)
+
+
+def error_response(api: str, req: Any, error: Errors) -> Any:
+    """The response of `api` (a GroupCoordinator method name) that carries `error` for `req`."""
+    return _ERROR_RESPONSES[api](req, error)

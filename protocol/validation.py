@@ -1,0 +1,285 @@
+"""Request validation: type and range checks that run before a request touches any state.
+
+Each check returns the Errors code to answer with, or None when the request is well formed, so
+bad input never escapes from the shard as an exception and never changes anything. The rules are
+table-driven: a spec per request type names its class, how its group id is checked, and one
+predicate per field.
+
+* not the expected request class, or a field of the wrong type or out of range -> INVALID_REQUEST
+  (ints must be real ints, not bools, and fit Kafka's int32/int64; strings must be encodable as
+  UTF-8 so that they can be written to the log);
+* a group id that is None or not a str -> INVALID_GROUP_ID; an empty one too for JoinGroup,
+  SyncGroup, Heartbeat, LeaveGroup and OffsetDelete (OffsetCommit, OffsetFetch, DescribeGroups
+  and DeleteGroups accept "", as Kafka does for backward compatibility).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import Errors
+from .messages import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    MemberIdentity,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+
+log = logging.getLogger(__name__)
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+Check = Callable[[Any], bool]
+
+# --- field predicates ------------------------------------------------------------------------
+
+
+def _is_int(v: Any, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def int_in(lo: int, hi: int) -> Check:
+    """An int (not a bool) within [lo, hi]."""
+    return lambda v: _is_int(v, lo, hi)
+
+
+def is_str(v: Any) -> bool:
+    """A str that can be written as UTF-8 (no lone surrogates)."""
+    if not isinstance(v, str):
+        return False
+    if v.isascii():
+        return True
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def is_opt_str(v: Any) -> bool:
+    """None or a valid str."""
+    return v is None or is_str(v)
+
+
+def is_bytes(v: Any) -> bool:
+    """bytes or bytearray."""
+    return isinstance(v, (bytes, bytearray))
+
+
+def is_bool(v: Any) -> bool:
+    """A real bool."""
+    return isinstance(v, bool)
+
+
+def _is_seq(v: Any) -> bool:
+    return isinstance(v, Sequence) and not isinstance(v, (str, bytes, bytearray, memoryview))
+
+
+def seq_of(item: Check) -> Check:
+    """A list/tuple-like sequence (not a str or bytes) whose items all pass `item`."""
+    return lambda v: _is_seq(v) and all(item(x) for x in v)
+
+
+def map_of(key: Check, value: Check) -> Check:
+    """A mapping whose keys and values pass `key` and `value`."""
+    return lambda v: isinstance(v, Mapping) and all(key(k) and value(x) for k, x in v.items())
+
+
+def tuple_of(*items: Check) -> Check:
+    """A tuple (e.g. a NamedTuple) of exactly these items."""
+    return lambda v: (
+        isinstance(v, tuple) and len(v) == len(items) and all(c(x) for c, x in zip(items, v, strict=True))
+    )
+
+
+def fields(cls: type, **checks: Check) -> Check:
+    """An instance of `cls` whose named attributes pass their checks."""
+    return lambda v: isinstance(v, cls) and all(c(getattr(v, f, None)) for f, c in checks.items())
+
+
+INT32 = int_in(INT32_MIN, INT32_MAX)
+INT64 = int_in(INT64_MIN, INT64_MAX)
+PARTITION = int_in(0, INT32_MAX)
+OFFSET = int_in(-1, INT64_MAX)
+LEADER_EPOCH = int_in(-1, INT32_MAX)
+RETENTION_MS = int_in(-1, INT64_MAX)
+TOPIC_PARTITION = tuple_of(is_str, PARTITION)
+OFFSET_AND_METADATA = tuple_of(OFFSET, is_str, LEADER_EPOCH)
+PROTOCOL = tuple_of(is_str, is_bytes)
+MEMBER_IDENTITY = fields(MemberIdentity, member_id=is_str, group_instance_id=is_opt_str, reason=is_opt_str)
+
+# --- group ids -------------------------------------------------------------------------------
+
+NO_GROUP_ID, GROUP_ID, NON_EMPTY_GROUP_ID, GROUP_IDS = "none", "any", "non-empty", "list"
+
+
+def _group_id_error(group_id: Any, allow_empty: bool) -> Errors | None:
+    if not isinstance(group_id, str) or (not allow_empty and group_id == ""):
+        return Errors.INVALID_GROUP_ID
+    return None if is_str(group_id) else Errors.INVALID_REQUEST
+
+
+# --- specs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """How one request type is validated: its class, its group-id rule and its field checks."""
+
+    request_type: type
+    group_id_rule: str
+    checks: Mapping[str, Check]
+
+
+SPECS: dict[str, RequestSpec] = {
+    "join_group": RequestSpec(
+        JoinGroupRequest,
+        NON_EMPTY_GROUP_ID,
+        {
+            "session_timeout_ms": INT32,
+            "rebalance_timeout_ms": INT32,
+            "member_id": is_str,
+            "group_instance_id": is_opt_str,
+            "protocol_type": is_str,
+            "protocols": seq_of(PROTOCOL),
+            "client_id": is_str,
+            "client_host": is_str,
+            "reason": is_opt_str,
+            "require_known_member_id": is_bool,
+        },
+    ),
+    "sync_group": RequestSpec(
+        SyncGroupRequest,
+        NON_EMPTY_GROUP_ID,
+        {
+            "generation_id": INT32,
+            "member_id": is_str,
+            "group_instance_id": is_opt_str,
+            "protocol_type": is_opt_str,
+            "protocol_name": is_opt_str,
+            "assignments": map_of(is_str, is_bytes),
+        },
+    ),
+    "heartbeat": RequestSpec(
+        HeartbeatRequest,
+        NON_EMPTY_GROUP_ID,
+        {"generation_id": INT32, "member_id": is_str, "group_instance_id": is_opt_str},
+    ),
+    "leave_group": RequestSpec(LeaveGroupRequest, NON_EMPTY_GROUP_ID, {"members": seq_of(MEMBER_IDENTITY)}),
+    "commit_offsets": RequestSpec(
+        OffsetCommitRequest,
+        GROUP_ID,
+        {
+            "offsets": map_of(TOPIC_PARTITION, OFFSET_AND_METADATA),
+            "generation_id": INT32,
+            "member_id": is_str,
+            "group_instance_id": is_opt_str,
+            "retention_time_ms": RETENTION_MS,
+        },
+    ),
+    "fetch_offsets": RequestSpec(
+        OffsetFetchRequest,
+        GROUP_ID,
+        {"partitions": lambda v: v is None or seq_of(TOPIC_PARTITION)(v), "require_stable": is_bool},
+    ),
+    "list_groups": RequestSpec(
+        ListGroupsRequest, NO_GROUP_ID, {"states_filter": seq_of(is_str), "types_filter": seq_of(is_str)}
+    ),
+    "describe_groups": RequestSpec(DescribeGroupsRequest, GROUP_IDS, {}),
+    "delete_groups": RequestSpec(DeleteGroupsRequest, GROUP_IDS, {}),
+    "delete_offsets": RequestSpec(
+        OffsetDeleteRequest, NON_EMPTY_GROUP_ID, {"partitions": seq_of(TOPIC_PARTITION)}
+    ),
+}
+
+
+def _validate(api: str, req: Any) -> Errors | None:
+    spec = SPECS[api]
+    if not isinstance(req, spec.request_type):
+        return Errors.INVALID_REQUEST
+    rule = spec.group_id_rule
+    if rule in (GROUP_ID, NON_EMPTY_GROUP_ID):
+        error = _group_id_error(getattr(req, "group_id", None), allow_empty=rule == GROUP_ID)
+        if error is not None:
+            return error
+    elif rule == GROUP_IDS:
+        group_ids = getattr(req, "group_ids", None)
+        if not _is_seq(group_ids):
+            return Errors.INVALID_REQUEST
+        for group_id in group_ids:
+            error = _group_id_error(group_id, allow_empty=True)
+            if error is not None:
+                return error
+    for name, check in spec.checks.items():
+        if not check(getattr(req, name, None)):
+            log.debug("rejecting %s: bad field %s", api, name)
+            return Errors.INVALID_REQUEST
+    return None
+
+
+def check(api: str, req: Any) -> Errors | None:
+    """Validate `req` for `api` (a GroupCoordinator method name); None when valid."""
+    if api not in SPECS:
+        raise KeyError(f"no validation spec for API {api!r}")
+    return _validate(api, req)
+
+
+def validate_join_group(req: Any) -> Errors | None:
+    """JoinGroup: non-empty group id, int32 timeouts, str ids, (name, bytes) protocols."""
+    return _validate("join_group", req)
+
+
+def validate_sync_group(req: Any) -> Errors | None:
+    """SyncGroup: non-empty group id, int32 generation, str ids, a str -> bytes assignment map."""
+    return _validate("sync_group", req)
+
+
+def validate_heartbeat(req: Any) -> Errors | None:
+    """Heartbeat: non-empty group id, int32 generation, str ids."""
+    return _validate("heartbeat", req)
+
+
+def validate_leave_group(req: Any) -> Errors | None:
+    """LeaveGroup: non-empty group id and a sequence of MemberIdentity."""
+    return _validate("leave_group", req)
+
+
+def validate_commit_offsets(req: Any) -> Errors | None:
+    """OffsetCommit: str group id ("" allowed), partitions >= 0, offsets >= -1, epochs >= -1, str metadata."""
+    return _validate("commit_offsets", req)
+
+
+def validate_fetch_offsets(req: Any) -> Errors | None:
+    """OffsetFetch: str group id ("" allowed), partitions None or a sequence of TopicPartition."""
+    return _validate("fetch_offsets", req)
+
+
+def validate_list_groups(req: Any) -> Errors | None:
+    """ListGroups: sequences of str filters."""
+    return _validate("list_groups", req)
+
+
+def validate_describe_groups(req: Any) -> Errors | None:
+    """DescribeGroups: a sequence of str group ids ("" allowed)."""
+    return _validate("describe_groups", req)
+
+
+def validate_delete_groups(req: Any) -> Errors | None:
+    """DeleteGroups: a sequence of str group ids ("" allowed)."""
+    return _validate("delete_groups", req)
+
+
+def validate_delete_offsets(req: Any) -> Errors | None:
+    """OffsetDelete: non-empty group id and a sequence of TopicPartition."""
+    return _validate("delete_offsets", req)
