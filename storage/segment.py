@@ -1,0 +1,137 @@
+"""Segment files: their names, the directory listing, and one segment's file handle and bookkeeping."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+from .errors import LogWriteError
+
+log = logging.getLogger(__name__)
+
+SEGMENT_SUFFIX = ".log"
+OFFSET_DIGITS = 20
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+
+FsyncFn = Callable[[int], None]
+
+
+def os_fsync(fd: int) -> None:
+    """os.fsync, looked up at call time so that tests can monkeypatch it."""
+    os.fsync(fd)
+
+
+def segment_file_name(base_offset: int) -> str:
+    """The file name of the segment whose first offset is base_offset, e.g. 00000000000000000000.log."""
+    if base_offset < 0:
+        raise ValueError(f"negative base offset {base_offset}")
+    return f"{base_offset:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """The base offset encoded in a segment file name, or None if `name` is not a segment file."""
+    m = _SEGMENT_NAME.match(name)
+    return int(m.group(1)) if m else None
+
+
+def list_segment_files(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """(base offset, path) of every segment file in `directory`, by base offset; [] if it is missing."""
+    d = Path(directory)
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        base = parse_segment_file_name(name)
+        if base is not None:
+            found.append((base, d / name))
+    found.sort()
+    return found
+
+
+def fsync_directory(directory: str | os.PathLike[str], fsync: FsyncFn = os_fsync) -> None:
+    """Make renames, creations and deletions in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: str | os.PathLike[str], fsync: FsyncFn = os_fsync) -> None:
+    """Make the contents of the file at `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Segment:
+    """One segment file: where it is, the offsets it covers, and (while active) its append handle.
+
+    `size` counts only whole entries that were written; `next_offset` is the offset after the
+    segment's last record or extent marker (its base offset while it is empty); `clean` says the
+    segment was written by compaction.
+    """
+
+    __slots__ = ("base_offset", "clean", "fd", "next_offset", "path", "size")
+
+    def __init__(self, path: Path, base_offset: int, size: int, next_offset: int, clean: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.size = size
+        self.next_offset = next_offset
+        self.clean = clean
+        self.fd: int | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment({self.path.name}, size={self.size}, next_offset={self.next_offset}, "
+            f"clean={self.clean})"
+        )
+
+    def open_for_append(self) -> None:
+        """Open the file for appending (creating it if missing)."""
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise LogWriteError(self.path, "open for append", e) from e
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append `data` (whole entries) with one write call, looping only on a short write."""
+        assert self.fd is not None, "segment is not open for append"
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except OSError as e:
+            raise LogWriteError(self.path, "write", e) from e
+        self.size += len(data)
+
+    def sync(self, fsync: FsyncFn) -> None:
+        """fsync the segment file."""
+        assert self.fd is not None, "segment is not open for append"
+        try:
+            fsync(self.fd)
+        except OSError as e:
+            raise LogWriteError(self.path, "fsync", e) from e
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to `size` bytes (recovery of a torn tail)."""
+        try:
+            os.truncate(self.path, size)
+        except OSError as e:
+            raise LogWriteError(self.path, "truncate", e) from e
+        self.size = size
+
+    def close(self) -> None:
+        """Close the append handle, if open."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
