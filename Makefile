@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m groupcoord.protocol.demo
+	$(BIN)/python -m groupcoord.actors.shard_demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

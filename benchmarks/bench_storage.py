@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 import msgpack
+
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record, record_from_obj
 from groupcoord.storage import PartitionLog, list_segments
 from groupcoord.storage.framing import HEADER, HEADER_SIZE

@@ -1,0 +1,152 @@
+"""AdminClient: list, describe and delete groups, manage their offsets and the topic registry."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+import ray
+
+from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.messages import (
+    DeleteGroupsRequest,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    LeaveGroupRequest,
+    ListedGroup,
+    ListGroupsRequest,
+    MemberIdentity,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+)
+
+from .coordinator_client import CoordinatorClient
+from .errors import error_for, raise_for
+from .service import Service
+
+log = logging.getLogger(__name__)
+
+
+class AdminClient:
+    """Administration of a service's groups and topics, with Kafka AdminClient's operations in snake_case."""
+
+    def __init__(self, service: Service, request_timeout_ms: int = 30000) -> None:
+        self.service = service
+        self.request_timeout_ms = request_timeout_ms
+        self._timeout_s = request_timeout_ms / 1000
+
+    def _group(self, group_id: str) -> CoordinatorClient:
+        if not isinstance(group_id, str):
+            raise TypeError(f"group id must be a str, got {type(group_id).__name__}")
+        return CoordinatorClient(self.service, group_id, self.request_timeout_ms)
+
+    def _router(self, method: str, *args: Any) -> Any:
+        return ray.get(getattr(self.service.router, method).remote(*args), timeout=self._timeout_s)
+
+    # --- groups ---------------------------------------------------------------------------------
+
+    def list_groups(
+        self, states: Iterable[str] | None = None, types: Iterable[str] | None = None
+    ) -> list[ListedGroup]:
+        """Every group of the service, optionally only those in the given states."""
+        response = self._router("list_groups", ListGroupsRequest(tuple(states or ()), tuple(types or ())))
+        raise_for(response.error, "listing groups: some partitions could not answer; retry")
+        return response.groups
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
+        """Group id → description (an unknown group is described as state "Dead")."""
+        ids = list(group_ids)
+        response = self._router("describe_groups", DescribeGroupsRequest(ids))
+        out = {d.group_id: d for d in response.groups}
+        for d in response.groups:
+            raise_for(d.error, f"describing group {d.group_id!r}")
+        return out
+
+    def delete_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete Empty groups with their offsets; raises naming every group that could not be deleted."""
+        ids = list(group_ids)
+        results = self._router("delete_groups", DeleteGroupsRequest(ids)).results
+        failed = {g: e for g, e in results.items() if e != Errors.NONE}
+        if failed:
+            first = next(iter(failed.values()))
+            detail = ", ".join(f"{g!r}: {e.name}" for g, e in failed.items())
+            raise error_for(first, f"could not delete {detail} (only Empty groups can be deleted)")
+
+    def remove_members(self, group_id: str, group_instance_ids: Iterable[str]) -> None:
+        """Remove static members by group.instance.id (KIP-345 admin removal)."""
+        members = [MemberIdentity("", iid, "removed by admin") for iid in group_instance_ids]
+        response = self._group(group_id).call("leave_group", LeaveGroupRequest(group_id, members))
+        raise_for(response.error, f"removing members from {group_id!r}")
+        failed = [m for m in response.members if m.error != Errors.NONE]
+        if failed:
+            raise error_for(
+                failed[0].error,
+                f"group {group_id!r} has no member with instance id "
+                f"{', '.join(repr(m.group_instance_id) for m in failed)}",
+            )
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (of the given partitions, or all); uncommitted ones are left out."""
+        tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        response = self._group(group_id).call("fetch_offsets", OffsetFetchRequest(group_id, tps))
+        raise_for(response.error, f"fetching offsets of {group_id!r}")
+        return {
+            tp: OffsetAndMetadata(p.offset, p.metadata, p.leader_epoch)
+            for tp, p in response.offsets.items()
+            if p.error == Errors.NONE and p.offset >= 0
+        }
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any]) -> None:
+        """Set committed offsets of a group that has no active members (as Kafka, Empty groups only)."""
+        normalized = {
+            TopicPartition(*tp): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+            for tp, om in offsets.items()
+        }
+        response = self._group(group_id).call("commit_offsets", OffsetCommitRequest(group_id, normalized))
+        failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
+        if not failed:
+            return
+        error = next(iter(failed.values()))
+        if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.REBALANCE_IN_PROGRESS):
+            raise error_for(
+                Errors.NON_EMPTY_GROUP,
+                f"group {group_id!r} has active members; stop them before altering its offsets",
+            )
+        raise error_for(error, f"altering offsets of {group_id!r}: {sorted(failed)} failed with {error.name}")
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Delete committed offsets of some partitions (not of topics an active consumer group subscribes to)."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        response = self._group(group_id).call("delete_offsets", OffsetDeleteRequest(group_id, tps))
+        raise_for(response.error, f"deleting offsets of {group_id!r}")
+        failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
+        if failed:
+            error = next(iter(failed.values()))
+            raise error_for(
+                error, f"could not delete offsets of {sorted(failed)} in {group_id!r}: {error.name}"
+            )
+
+    # --- topics ----------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """Register a topic with its partition count."""
+        raise_for(self._router("create_topic", name, partitions), f"creating topic {name!r}")
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to `total` partitions; the groups subscribed to it rebalance."""
+        raise_for(self._router("create_partitions", name, total), f"growing topic {name!r} to {total}")
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, dict]:
+        """Topic → {"partitions": n, "end_offsets": {partition: offset}}."""
+        return self._router("describe_topics", None if names is None else list(names))
+
+    def report_end_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Report log-end offsets of a topic's partitions (used for lag)."""
+        raise_for(
+            self._router("report_end_offsets", topic, dict(offsets)), f"reporting end offsets of {topic!r}"
+        )

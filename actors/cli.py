@@ -1,0 +1,163 @@
+"""The `groupcoord` command: run a service on Ray, inspect and manage its groups, offsets and topics."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import click
+
+from .cli_groups import groups, offsets, topics
+from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
+from .service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES, ServiceError
+
+namespace_option = click.option(
+    "--namespace",
+    default=DEFAULT_NAMESPACE,
+    show_default=True,
+    envvar="GROUPCOORD_NAMESPACE",
+    help="Ray namespace of the service.",
+)
+address_option = click.option(
+    "--address", default=None, envvar="RAY_ADDRESS", help="Ray cluster address (default: the running one)."
+)
+
+
+@click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@namespace_option
+@address_option
+@click.pass_context
+def main(ctx: click.Context, namespace: str, address: str | None) -> None:
+    """A Kafka-style consumer-group coordinator on Ray."""
+    ctx.obj = {"namespace": namespace, "address": address}
+
+
+def _start_local_ray() -> None:
+    ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
+    if ray_bin is None:
+        raise CliError("the `ray` command is not installed in this environment")
+    click.echo("no Ray cluster is running: starting a local one (`ray stop` ends it)")
+    result = subprocess.run(
+        [ray_bin, "start", "--head", "--disable-usage-stats", "--include-dashboard=false"],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise CliError(f"`ray start --head` failed: {result.stderr.strip().splitlines()[-1:]}")
+
+
+@main.command()
+@click.option(
+    "--partitions",
+    "num_partitions",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Number of offsets partitions (fixed once the storage is created).",
+)
+@click.option(
+    "--storage",
+    "storage_path",
+    type=click.Path(file_okay=False),
+    default=DEFAULT_STORAGE_PATH,
+    show_default=True,
+    help="Storage root; a shared file system path on a multi-node cluster.",
+)
+@click.option("--fsync", type=click.Choice(FSYNC_POLICIES), default="always", show_default=True)
+@namespace_option
+@address_option
+@click.pass_context
+def start(
+    ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None
+) -> None:
+    """Start the service on a Ray cluster (a local one is started if none runs)."""
+    from . import service
+
+    namespace = namespace if namespace != DEFAULT_NAMESPACE else ctx.obj["namespace"]
+    address = address or ctx.obj["address"]
+    try:
+        init_ray(address, namespace)
+    except CliError:
+        if address not in (None, "auto"):
+            raise
+        _start_local_ray()
+        init_ray("auto", namespace)
+    try:
+        svc = service.start(num_partitions, storage_path, namespace, fsync)
+    except ServiceError as e:
+        raise CliError(str(e)) from None
+    click.echo(
+        f"groupcoord is running in namespace {svc.namespace!r}: {svc.num_partitions} partitions, "
+        f"storage {svc.storage_path}, fsync {fsync}"
+    )
+
+
+@main.command()
+@click.pass_context
+def stop(ctx) -> None:
+    """Stop the service's actors (its data stays on disk)."""
+    from . import service
+
+    init_ray(ctx.obj["address"], ctx.obj["namespace"])
+    if not service.stop(ctx.obj["namespace"]):
+        raise CliError(f"no groupcoord service runs in namespace {ctx.obj['namespace']!r}")
+    click.echo(f"stopped the groupcoord service in namespace {ctx.obj['namespace']!r}")
+
+
+@main.command()
+@click.pass_context
+def status(ctx) -> None:
+    """Partitions, the node each runs on, groups per partition, load time and log size."""
+    import ray
+
+    svc = connect_service(ctx.obj["address"], ctx.obj["namespace"])
+    rows = []
+    for s in ray.get(svc.router.status.remote()):
+        rows.append(
+            [
+                s["partition"],
+                (s.get("node_id") or "")[:12],
+                "yes" if s.get("loaded") else "no",
+                s.get("groups"),
+                None if s.get("load_ms") is None else f"{s['load_ms']:.0f}",
+                s.get("records_replayed"),
+                s.get("log_end_offset"),
+                s.get("log_bytes"),
+                s.get("error"),
+            ]
+        )
+    click.echo(f"namespace {svc.namespace!r}, storage {svc.storage_path}")
+    print_table(
+        None,
+        ["PARTITION", "NODE", "LOADED", "GROUPS", "LOAD-MS", "REPLAYED", "LOG-END", "LOG-BYTES", "ERROR"],
+        rows,
+    )
+
+
+@main.command()
+@click.option("--short", is_flag=True, help="A quick run (for tests).")
+@click.option(
+    "--storage",
+    "storage_path",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the demo keeps its data (default: a temporary directory).",
+)
+def demo(short: bool, storage_path: str | None) -> None:
+    """Run the demo: a group riding through joins, a leave, a crash and a coordinator restart."""
+    from .demo import run_demo
+
+    ok = run_demo(short=short, storage_path=storage_path)
+    if not ok:
+        raise CliError("the demo found a problem (see above)")
+
+
+main.add_command(groups)
+main.add_command(offsets)
+main.add_command(topics)
+
+
+if __name__ == "__main__":
+    main()

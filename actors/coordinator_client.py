@@ -1,0 +1,109 @@
+"""Calls to a group's coordinator actor, with rediscovery and backoff on retriable failures."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any, Callable
+
+import ray
+
+from groupcoord.protocol import Errors
+
+from .service import Service
+
+log = logging.getLogger(__name__)
+
+# Errors after which the client finds the coordinator again and retries.
+COORDINATOR_ERRORS = frozenset(
+    {Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS}
+)
+
+ACTOR_ERRORS: tuple[type[BaseException], ...] = (
+    ray.exceptions.RayActorError,
+    ray.exceptions.ActorUnavailableError,
+)
+
+
+class CoordinatorUnavailableError(TimeoutError):
+    """The coordinator could not be reached within the client's request timeout."""
+
+
+def error_of(response: Any) -> Errors:
+    """The error a response carries at its top level (commit responses: the first partition error)."""
+    error = getattr(response, "error", None)
+    if error is not None:
+        return error
+    errors = getattr(response, "errors", None)
+    if errors:
+        return next((e for e in errors.values() if e != Errors.NONE), Errors.NONE)
+    return Errors.NONE
+
+
+class CoordinatorClient:
+    """Sends a group's requests to its partition actor, finding it again after failures."""
+
+    def __init__(
+        self,
+        service: Service,
+        group_id: str,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+    ) -> None:
+        self.service = service
+        self.group_id = group_id
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.backoff_s = retry_backoff_ms / 1000
+        self.backoff_max_s = retry_backoff_max_ms / 1000
+        self.partition, self.handle = service.find_coordinator(group_id)
+
+    def rediscover(self) -> None:
+        """Ask the router for the group's coordinator again."""
+        try:
+            self.partition, self.handle = ray.get(
+                self.service.router.find_coordinator.remote(self.group_id), timeout=self.request_timeout_s
+            )
+        except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
+            log.debug("router unreachable while finding the coordinator of %s: %r", self.group_id, e)
+
+    def call_once(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
+        """One call to the coordinator; actor failures and timeouts raise."""
+        ref = getattr(self.handle, method).remote(request)
+        return ray.get(ref, timeout=timeout_s if timeout_s is not None else self.request_timeout_s)
+
+    def call(
+        self,
+        method: str,
+        request: Any,
+        timeout_s: float | None = None,
+        retry_on: Callable[[Errors], bool] = COORDINATOR_ERRORS.__contains__,
+    ) -> Any:
+        """Call until the answer is not a coordinator error or the time is up; for idempotent requests."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.request_timeout_s)
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CoordinatorUnavailableError(
+                    f"{method} for group {self.group_id!r} did not succeed within the request timeout"
+                )
+            try:
+                response = self.call_once(method, request, timeout_s=remaining)
+                if not retry_on(error_of(response)):
+                    return response
+                log.debug("%s for %s answered %s; retrying", method, self.group_id, error_of(response).name)
+                if error_of(response) == Errors.NOT_COORDINATOR:
+                    self.rediscover()
+            except ACTOR_ERRORS as e:
+                log.debug("%s for %s: coordinator actor unavailable (%r); retrying", method, self.group_id, e)
+            except ray.exceptions.GetTimeoutError:
+                continue
+            attempt += 1
+            self.sleep_backoff(attempt, deadline)
+
+    def sleep_backoff(self, attempt: int, deadline: float) -> None:
+        """Exponential backoff with jitter, never past `deadline`."""
+        delay = min(self.backoff_max_s, self.backoff_s * 2 ** min(attempt, 10)) * random.uniform(0.8, 1.2)
+        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))

@@ -1,0 +1,297 @@
+"""GroupMember: a consumer-group member for Python programs on Ray, in the manner of Kafka's consumer.
+
+poll() drives joins, syncs and rebalance callbacks in the caller's thread; a background thread
+heartbeats; commits are synchronous (commit) or coalesced (commit_async). Without a
+subscription, assign() gives manual assignment with offsets in a simple group, as Kafka's
+assign().
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+import ray
+
+from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+
+from .commit_queue import CommitCallback, CommitQueue, Offsets
+from .coordinator_client import ACTOR_ERRORS, CoordinatorClient
+from .errors import CommitFailedError, GroupCoordinatorError, error_for
+from .membership import Membership, RebalanceListener
+from .service import Service
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")
+
+
+class GroupMember:
+    """A member of a consumer group (or, after assign(), a manually assigned consumer)."""
+
+    def __init__(
+        self,
+        service: Service,
+        group_id: str,
+        topics: Iterable[str] | None = None,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        rebalance_timeout_ms: int | None = None,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: Iterable[str] = DEFAULT_ASSIGNORS,
+        listener: RebalanceListener | None = None,
+        on_partitions_revoked: Callable[[set[TopicPartition]], None] | None = None,
+        on_partitions_assigned: Callable[[set[TopicPartition]], None] | None = None,
+        enable_auto_commit: bool = False,
+        auto_commit_interval_ms: int = 5000,
+        client_id: str = "groupcoord-client",
+        client_host: str = "",
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300000,
+    ) -> None:
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        self.group_id = group_id
+        self.client = CoordinatorClient(service, group_id, request_timeout_ms, retry_backoff_ms)
+        self.membership = Membership(
+            service,
+            group_id,
+            client_id=client_id,
+            client_host=client_host or _host(),
+            group_instance_id=group_instance_id,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms
+            if rebalance_timeout_ms is not None
+            else max_poll_interval_ms,
+            assignors=tuple(partition_assignment_strategy),
+            listener=listener,
+            on_revoked=on_partitions_revoked,
+            on_assigned=on_partitions_assigned,
+            client=self.client,
+            metadata_max_age_ms=metadata_max_age_ms,
+            before_rebalance=self._commit_before_revocation,
+        )
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.max_poll_interval_s = max_poll_interval_ms / 1000
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self._positions: Offsets = {}
+        self._manual: set[TopicPartition] | None = None
+        self._last_poll = time.monotonic()
+        self._last_auto_commit = time.monotonic()
+        self._closed = False
+        self._stop = threading.Event()
+        self._commits = CommitQueue(self._send_commit)
+        self._heartbeat_thread: threading.Thread | None = None
+        if topics is not None:
+            self.subscribe(topics)
+
+    # --- subscription and assignment ---------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the group for these topics (takes effect at the next poll)."""
+        if self._manual is not None:
+            raise ValueError("this member uses manual assignment; subscribe() and assign() do not mix")
+        self.membership.set_topics(topics)
+        if self._heartbeat_thread is None:
+            self._heartbeat_thread = threading.Thread(
+                target=self._heartbeat_loop, name=f"groupcoord-heartbeat-{self.group_id}", daemon=True
+            )
+            self._heartbeat_thread.start()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment (no group management): commits go to a simple group with generation -1."""
+        if self.membership.topics:
+            raise ValueError("this member subscribed to topics; subscribe() and assign() do not mix")
+        self._manual = {TopicPartition(*tp) for tp in partitions}
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this member currently owns."""
+        return set(self._manual) if self._manual is not None else set(self.membership.owned)
+
+    @property
+    def member_id(self) -> str:
+        return self.membership.member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self.membership.generation
+
+    # --- poll ----------------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 0) -> set[TopicPartition]:
+        """Drive the group: rejoin if needed (calling the listener), auto-commit, run commit callbacks."""
+        self._check_open()
+        self._last_poll = time.monotonic()
+        self._commits.drain_callbacks()
+        if self._manual is None and self.membership.topics:
+            self.membership.ensure_active()
+        if (
+            self.enable_auto_commit
+            and time.monotonic() - self._last_auto_commit >= self.auto_commit_interval_s
+        ):
+            self._last_auto_commit = time.monotonic()
+            positions = self._owned_positions()
+            if positions:
+                self.commit_async(positions)
+        return self.assignment()
+
+    # --- positions and commits ------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int, metadata: str = "") -> None:
+        """Set the position to commit for a partition (the next offset to process)."""
+        self._positions[TopicPartition(*partition)] = OffsetAndMetadata(offset, metadata)
+
+    def position(self, partition: TopicPartition) -> int | None:
+        """The position set with seek(), if any."""
+        pos = self._positions.get(TopicPartition(*partition))
+        return None if pos is None else pos.offset
+
+    def _owned_positions(self) -> Offsets:
+        owned = self.assignment()
+        return {tp: om for tp, om in self._positions.items() if tp in owned}
+
+    def _commit_request(self, offsets: Offsets) -> OffsetCommitRequest:
+        if self._manual is not None:
+            return OffsetCommitRequest(self.group_id, offsets)
+        m = self.membership
+        return OffsetCommitRequest(
+            self.group_id,
+            offsets,
+            generation_id=m.generation,
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+        )
+
+    def _send_commit(self, offsets: Offsets) -> None:
+        response = self.client.call("commit_offsets", self._commit_request(offsets))
+        failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
+        if not failed:
+            return
+        error = next(iter(failed.values()))
+        if error in (Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID):
+            self.membership.request_rejoin(reset_member=error == Errors.UNKNOWN_MEMBER_ID)
+            raise CommitFailedError(error)
+        if error == Errors.REBALANCE_IN_PROGRESS:
+            self.membership.request_rejoin()
+        raise error_for(error, f"commit of {sorted(failed)} to group {self.group_id!r} failed: {error.name}")
+
+    def commit(self, offsets: Offsets | None = None) -> None:
+        """Commit offsets (default: the positions of owned partitions) and wait until they are durable."""
+        self._check_open()
+        self._commits.flush()
+        self._commits.drain_callbacks()
+        offsets = self._owned_positions() if offsets is None else _normalize(offsets)
+        if offsets:
+            self._send_commit(offsets)
+
+    def commit_async(self, offsets: Offsets | None = None, callback: CommitCallback | None = None) -> None:
+        """Queue a commit; pending ones are merged into one actor call. `callback(offsets, error)` runs in poll()."""
+        self._check_open()
+        offsets = self._owned_positions() if offsets is None else _normalize(offsets)
+        if offsets:
+            self._commits.submit(offsets, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The committed offsets of these partitions (None where nothing is committed)."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        response = self.client.call("fetch_offsets", OffsetFetchRequest(self.group_id, tps))
+        if response.error != Errors.NONE:
+            raise error_for(response.error, f"fetching offsets of group {self.group_id!r}")
+        out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for tp in tps:
+            p = response.offsets.get(tp)
+            if p is not None and p.error != Errors.NONE:
+                raise error_for(p.error, f"fetching the offset of {tp}")
+            out[tp] = (
+                None if p is None or p.offset < 0 else OffsetAndMetadata(p.offset, p.metadata, p.leader_epoch)
+            )
+        return out
+
+    def _commit_before_revocation(self) -> None:
+        """With auto-commit, commit owned positions before giving partitions up, as Kafka does."""
+        if not self.enable_auto_commit:
+            return
+        try:
+            self.commit()
+        except GroupCoordinatorError as e:
+            log.warning("commit before rebalance of %s failed: %s", self.group_id, e)
+
+    # --- heartbeats ------------------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        m = self.membership
+        while not self._stop.wait(self.heartbeat_interval_s):
+            if time.monotonic() - self._last_poll > self.max_poll_interval_s and m.is_stable():
+                log.warning(
+                    "member %s of %s did not poll within max_poll_interval_ms; leaving the group",
+                    m.member_id,
+                    self.group_id,
+                )
+                m.leave(reason="consumer poll timeout has expired")
+                continue
+            request = m.heartbeat_request()
+            if request is None:
+                continue
+            try:
+                error = self.client.call_once(
+                    "heartbeat", request, timeout_s=self.heartbeat_interval_s * 2
+                ).error
+            except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
+                log.debug("heartbeat of %s failed (%r); coordinator may be restarting", m.member_id, e)
+                continue
+            m.on_heartbeat(request, error)
+
+    # --- closing -----------------------------------------------------------------------------------------
+
+    def close(self, autocommit: bool = True, timeout_ms: int = 30000) -> None:
+        """Commit (if auto-commit), leave the group (dynamic members) and stop the background threads."""
+        if self._closed:
+            return
+        try:
+            if autocommit and self.enable_auto_commit:
+                try:
+                    self.commit()
+                except GroupCoordinatorError as e:
+                    log.warning("final auto-commit of %s failed: %s", self.group_id, e)
+            self._commits.close(timeout_ms / 1000)
+        finally:
+            self._closed = True
+            self._stop.set()
+            if self._heartbeat_thread is not None:
+                self._heartbeat_thread.join(timeout_ms / 1000)
+            if self._manual is None and self.membership.topics:
+                self.membership.close()
+
+    def __enter__(self) -> "GroupMember":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this GroupMember is closed")
+        self.membership.raise_if_fatal()
+
+
+def _normalize(offsets: Any) -> Offsets:
+    out: Offsets = {}
+    for tp, om in dict(offsets).items():
+        tp = TopicPartition(*tp)
+        out[tp] = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
+    return out
+
+
+def _host() -> str:
+    try:
+        return ray.util.get_node_ip_address()
+    except Exception:
+        return ""

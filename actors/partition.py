@@ -1,0 +1,266 @@
+"""The Ray actor of one offsets partition: a GroupCoordinator shard over its durable log.
+
+One event loop, no locks. The shard runs on the loop; the log's write+fsync runs in a worker
+thread, once for everything appended since the last one (group commit); responses are released
+when the shard says their records are durable. Timers wake the loop at the shard's next
+deadline. A storage failure ends the process so that Ray restarts the actor from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+from groupcoord.protocol import Errors, SystemClock, partition_for
+from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.coordinator import GroupCoordinator
+from groupcoord.protocol.responses import error_response
+from groupcoord.storage import StorageRoot
+
+log = logging.getLogger(__name__)
+
+# Seconds between background compaction checks.
+COMPACTION_CHECK_INTERVAL_S = 60.0
+
+_STORAGE_FAILURE_EXIT_CODE = 70
+
+
+def _group_ids_of(api: str, req: Any) -> list[str]:
+    if api in ("describe_groups", "delete_groups"):
+        ids = getattr(req, "group_ids", ())
+        return [g for g in ids if isinstance(g, str)] if isinstance(ids, (list, tuple)) else []
+    if api == "list_groups":
+        return []
+    gid = getattr(req, "group_id", None)
+    return [gid] if isinstance(gid, str) else []
+
+
+class PartitionActor:
+    """Serves the groups of one offsets partition; create it with `partition_actor_options`."""
+
+    def __init__(
+        self,
+        partition: int,
+        num_partitions: int,
+        storage_path: str,
+        fsync: str = "always",
+        config: GroupConfig | None = None,
+    ) -> None:
+        self.partition = partition
+        self.num_partitions = num_partitions
+        self.storage_path = storage_path
+        self.fsync = fsync
+        self.config = config if config is not None else GroupConfig()
+        self._coord: GroupCoordinator | None = None
+        self._log: Any = None
+        self._root: Any = None
+        self._load_error: BaseException | None = None
+        self._load_ms: float | None = None
+        self._records_replayed = 0
+        self._flushing = False
+        self._wake = asyncio.Event()
+        self._sleep_until: float = float("inf")
+        self._started = time.time()
+        self._loop = asyncio.get_running_loop()
+        self._tasks = [self._loop.create_task(self._load())]
+
+    # --- start-up --------------------------------------------------------------------------
+
+    def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
+        root = self._root = StorageRoot(self.storage_path, self.num_partitions)
+        plog = root.open_partition(self.partition, sync=self.fsync)
+        coord = GroupCoordinator(self.config, SystemClock(), plog)
+        count = 0
+
+        def counted():
+            nonlocal count
+            for record in plog.replay():
+                count += 1
+                yield record
+
+        coord.load(counted())
+        return plog, coord, count
+
+    async def _load(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._log, coord, self._records_replayed = await self._loop.run_in_executor(
+                None, self._open_and_replay
+            )
+        except BaseException as e:
+            log.critical("partition %d failed to load its log: %s", self.partition, e)
+            self._load_error = e
+            self._fail(e)
+            return
+        self._load_ms = (time.perf_counter() - start) * 1000
+        self._coord = coord
+        log.info(
+            "partition %d loaded %d records in %.0f ms",
+            self.partition,
+            self._records_replayed,
+            self._load_ms,
+        )
+        self._tasks.append(self._loop.create_task(self._timer_loop()))
+        self._tasks.append(self._loop.create_task(self._compaction_loop()))
+        if self.fsync == "interval":
+            self._tasks.append(self._loop.create_task(self._interval_sync_loop()))
+
+    def _fail(self, error: BaseException) -> None:
+        """Storage is broken: end the process so Ray restarts this actor from what is on disk."""
+        log.critical("partition %d: storage failure, exiting for a restart: %r", self.partition, error)
+        logging.shutdown()
+        os._exit(_STORAGE_FAILURE_EXIT_CODE)
+
+    # --- the request path --------------------------------------------------------------------
+
+    async def _call(self, api: str, req: Any) -> Any:
+        for group_id in _group_ids_of(api, req):
+            if partition_for(group_id, self.num_partitions) != self.partition:
+                return error_response(api, req, Errors.NOT_COORDINATOR)
+        coord = self._coord
+        if coord is None:
+            if api == "heartbeat":
+                return error_response(api, req, Errors.NONE)  # Kafka answers heartbeats blindly
+            return error_response(api, req, Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        deferred = getattr(coord, api)(req)
+        self._kick()
+        if deferred.done():
+            return deferred.result()
+        future = self._loop.create_future()
+        deferred.add_callback(lambda value: future.done() or future.set_result(value))
+        return await future
+
+    def _kick(self) -> None:
+        """After the shard ran: flush what it appended, and wake the timer loop if it must run sooner."""
+        coord = self._coord
+        assert coord is not None
+        self._kick_flush()
+        deadline = coord.next_deadline()
+        if deadline is not None and deadline / 1000 < self._sleep_until:
+            self._wake.set()
+
+    async def _flush(self) -> None:
+        """Write and fsync what was appended, again while more arrived meanwhile (group commit)."""
+        coord = self._coord
+        assert coord is not None
+        try:
+            while coord.runtime.end_offset > coord.runtime.durable_offset:
+                durable = await self._loop.run_in_executor(None, self._log.flush)
+                coord.on_durable(durable)
+        except BaseException as e:
+            self._fail(e)
+        finally:
+            self._flushing = False
+
+    async def _timer_loop(self) -> None:
+        coord = self._coord
+        assert coord is not None
+        while True:
+            coord.tick()
+            self._kick_flush()
+            deadline = coord.next_deadline()
+            self._sleep_until = deadline / 1000 if deadline is not None else float("inf")
+            self._wake.clear()
+            timeout = None if deadline is None else max(0.0, deadline / 1000 - time.time())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    def _kick_flush(self) -> None:
+        runtime = self._coord.runtime  # type: ignore[union-attr]
+        if runtime.end_offset > runtime.durable_offset and not self._flushing:
+            self._flushing = True
+            self._loop.create_task(self._flush())
+
+    async def _compaction_loop(self) -> None:
+        while True:
+            await asyncio.sleep(COMPACTION_CHECK_INTERVAL_S)
+            try:
+                await self._loop.run_in_executor(None, self._log.maybe_compact)
+            except BaseException as e:
+                self._fail(e)
+
+    async def _interval_sync_loop(self) -> None:
+        """With fsync "interval", fsync written data even when nothing more is appended."""
+        period = self._log.sync_interval_ms / 1000
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self._loop.run_in_executor(None, self._log.sync)
+            except BaseException as e:
+                self._fail(e)
+
+    # --- the API -------------------------------------------------------------------------------
+
+    async def join_group(self, req):
+        return await self._call("join_group", req)
+
+    async def sync_group(self, req):
+        return await self._call("sync_group", req)
+
+    async def heartbeat(self, req):
+        return await self._call("heartbeat", req)
+
+    async def leave_group(self, req):
+        return await self._call("leave_group", req)
+
+    async def commit_offsets(self, req):
+        return await self._call("commit_offsets", req)
+
+    async def fetch_offsets(self, req):
+        return await self._call("fetch_offsets", req)
+
+    async def list_groups(self, req=None):
+        from groupcoord.protocol.messages import ListGroupsRequest
+
+        return await self._call("list_groups", req if req is not None else ListGroupsRequest())
+
+    async def describe_groups(self, req):
+        return await self._call("describe_groups", req)
+
+    async def delete_groups(self, req):
+        return await self._call("delete_groups", req)
+
+    async def delete_offsets(self, req):
+        return await self._call("delete_offsets", req)
+
+    # --- operations ------------------------------------------------------------------------------
+
+    async def is_loaded(self) -> bool:
+        """Whether the log has been replayed and requests are served."""
+        return self._coord is not None
+
+    async def status(self) -> dict:
+        """Facts for `groupcoord status`: node, load time, groups, log size."""
+        import ray
+
+        coord = self._coord
+        size = 0
+        pdir = str(self._root.partition_dir(self.partition)) if self._root is not None else ""
+        if pdir and os.path.isdir(pdir):
+            size = sum(e.stat().st_size for e in os.scandir(pdir) if e.is_file())
+        return {
+            "partition": self.partition,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "loaded": coord is not None,
+            "load_ms": self._load_ms,
+            "records_replayed": self._records_replayed,
+            "groups": len(coord.groups.groups) if coord is not None else 0,
+            "log_end_offset": coord.runtime.end_offset if coord is not None else None,
+            "log_bytes": size,
+            "uptime_s": time.time() - self._started,
+        }
+
+    async def crash(self) -> None:
+        """End this process at once, as a crash would (for fault tests and the demo)."""
+        os._exit(1)
+
+
+def partition_actor_name(partition: int) -> str:
+    """The registered name of a partition actor in its namespace."""
+    return f"groupcoord-partition-{partition}"

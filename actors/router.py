@@ -1,0 +1,229 @@
+"""The router actor: the directory of a service's partition actors, its admin fan-out and topic registry.
+
+It is not on the hot path: clients compute a group's partition themselves and call the
+partition actor directly; they come back here for admin calls and topic metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import ray
+
+from groupcoord.protocol import Errors, partition_for
+from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from groupcoord.storage import StorageRoot
+from groupcoord.storage.topics import TopicRegistry
+
+from .partition import PartitionActor, partition_actor_name
+
+log = logging.getLogger(__name__)
+
+ROUTER_NAME = "groupcoord-router"
+
+
+def partition_actor_options(partition: int, namespace: str) -> dict:
+    """Ray options of a partition actor: named, detached, restarted forever, spread, no whole CPU."""
+    return {
+        "name": partition_actor_name(partition),
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "max_restarts": -1,
+        "max_task_retries": 0,
+        "num_cpus": 0,
+        "scheduling_strategy": "SPREAD",
+    }
+
+
+class RouterActor:
+    """Creates (or finds) the partition actors of a service and answers directory and admin calls."""
+
+    def __init__(
+        self,
+        namespace: str,
+        storage_path: str,
+        num_partitions: int,
+        fsync: str = "always",
+        config: GroupConfig | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.storage_path = storage_path
+        self.num_partitions = num_partitions
+        self.fsync = fsync
+        self.config = config
+        self.error: str | None = None
+        self.partitions: list[Any] = []
+        self.topics: TopicRegistry | None = None
+        try:
+            StorageRoot(storage_path, num_partitions)
+            self.topics = TopicRegistry(storage_path)
+        except Exception as e:
+            # Failing here would make Ray restart the router forever; report it instead.
+            self.error = f"{type(e).__name__}: {e}"
+            log.error("router cannot open storage root %s: %s", storage_path, self.error)
+            return
+        remote_cls = ray.remote(PartitionActor)
+        self.partitions = [
+            remote_cls.options(**partition_actor_options(i, namespace)).remote(
+                i, num_partitions, storage_path, fsync, config
+            )
+            for i in range(num_partitions)
+        ]
+
+    # --- directory ---------------------------------------------------------------------------
+
+    async def info(self) -> dict:
+        """The service's shape, and the error that keeps it from starting, if any."""
+        return {
+            "namespace": self.namespace,
+            "storage_path": self.storage_path,
+            "num_partitions": self.num_partitions,
+            "fsync": self.fsync,
+            "error": self.error,
+        }
+
+    async def partition_handles(self) -> list:
+        """The partition actors, by partition index."""
+        return list(self.partitions)
+
+    async def find_coordinator(self, group_id: str) -> tuple[int, Any]:
+        """The partition that owns `group_id` and its actor (Kafka's FindCoordinator)."""
+        p = partition_for(group_id, self.num_partitions)
+        return p, self.partitions[p]
+
+    async def wait_ready(self, timeout_s: float = 120.0) -> bool:
+        """Wait until every partition has replayed its log; False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        pending = list(self.partitions)
+        while pending and loop.time() < deadline:
+            loaded = await asyncio.gather(*(h.is_loaded.remote() for h in pending), return_exceptions=True)
+            pending = [h for h, ok in zip(pending, loaded, strict=True) if ok is not True]
+            if pending:
+                await asyncio.sleep(0.05)
+        return not pending
+
+    async def status(self) -> list[dict]:
+        """Every partition's status (see PartitionActor.status); an unreachable one says so."""
+        results = await asyncio.gather(*(h.status.remote() for h in self.partitions), return_exceptions=True)
+        return [
+            r
+            if isinstance(r, dict)
+            else {"partition": i, "loaded": False, "error": f"{type(r).__name__}: {r}"}
+            for i, r in enumerate(results)
+        ]
+
+    # --- admin fan-out -------------------------------------------------------------------------
+
+    async def list_groups(self, req: ListGroupsRequest | None = None) -> ListGroupsResponse:
+        """ListGroups over every partition; the first partition error is reported with the rest's groups."""
+        req = req if req is not None else ListGroupsRequest()
+        results = await asyncio.gather(
+            *(h.list_groups.remote(req) for h in self.partitions), return_exceptions=True
+        )
+        groups, error = [], Errors.NONE
+        for r in results:
+            if isinstance(r, BaseException):
+                error = error or Errors.COORDINATOR_NOT_AVAILABLE
+                continue
+            if r.error != Errors.NONE and error == Errors.NONE:
+                error = r.error
+            groups.extend(r.groups)
+        groups.sort(key=lambda g: g.group_id)
+        return ListGroupsResponse(error, groups)
+
+    def _by_partition(self, group_ids) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for g in group_ids:
+            out.setdefault(partition_for(g, self.num_partitions) if isinstance(g, str) else 0, []).append(g)
+        return out
+
+    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+        """DescribeGroups sent to the partitions that own the groups, answered in request order."""
+        parts = self._by_partition(req.group_ids)
+        responses = await asyncio.gather(
+            *(
+                self.partitions[p].describe_groups.remote(DescribeGroupsRequest(ids))
+                for p, ids in parts.items()
+            )
+        )
+        by_id = {d.group_id: d for resp in responses for d in resp.groups}
+        return DescribeGroupsResponse([by_id[g] for g in req.group_ids if g in by_id])
+
+    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        """DeleteGroups sent to the partitions that own the groups."""
+        parts = self._by_partition(req.group_ids)
+        responses = await asyncio.gather(
+            *(self.partitions[p].delete_groups.remote(DeleteGroupsRequest(ids)) for p, ids in parts.items())
+        )
+        results: dict[str, Errors] = {}
+        for resp in responses:
+            results.update(resp.results)
+        return DeleteGroupsResponse(results)
+
+    # --- topic registry ---------------------------------------------------------------------------
+
+    def _registry(self) -> TopicRegistry:
+        if self.topics is None:
+            raise RuntimeError(f"the service cannot open its storage: {self.error}")
+        return self.topics
+
+    async def create_topic(self, name: str, partitions: int) -> Errors:
+        """Register a topic: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS or INVALID_TOPIC_EXCEPTION on bad input."""
+        registry = self._registry()
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+            return Errors.INVALID_PARTITIONS
+        try:
+            registry.create(name, partitions)
+        except FileExistsError:
+            return Errors.TOPIC_ALREADY_EXISTS
+        except ValueError:
+            return Errors.INVALID_TOPIC_EXCEPTION
+        return Errors.NONE
+
+    async def create_partitions(self, name: str, total: int) -> Errors:
+        """Grow a topic to `total` partitions (UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS)."""
+        try:
+            self._registry().set_partitions(name, total)
+        except KeyError:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        except (ValueError, TypeError):
+            return Errors.INVALID_PARTITIONS
+        return Errors.NONE
+
+    async def describe_topics(self, names: list[str] | None = None) -> dict[str, dict]:
+        """Topic name → {"partitions": n, "end_offsets": {p: offset}} for the named (or all) topics."""
+        topics = self._registry().topics
+        wanted = topics.keys() if names is None else [n for n in names if n in topics]
+        return {
+            n: {"partitions": topics[n].partitions, "end_offsets": dict(topics[n].end_offsets)}
+            for n in wanted
+        }
+
+    async def report_end_offsets(self, topic: str, offsets: dict[int, int]) -> Errors:
+        """Record log-end offsets of a topic's partitions, for lag."""
+        try:
+            self._registry().report_end_offsets(topic, offsets)
+        except KeyError:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        except (ValueError, TypeError, AttributeError):
+            return Errors.INVALID_REQUEST
+        return Errors.NONE
+
+    # --- shutdown ---------------------------------------------------------------------------------
+
+    async def stop_partitions(self) -> None:
+        """Kill every partition actor for good (the service's data stays on disk)."""
+        for h in self.partitions:
+            ray.kill(h, no_restart=True)

@@ -1,0 +1,149 @@
+"""Start, connect to and stop a groupcoord service on a Ray cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from groupcoord.protocol import partition_for
+from groupcoord.protocol.config import GroupConfig
+from groupcoord.storage import StorageRoot
+
+from .router import ROUTER_NAME, RouterActor
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "groupcoord"
+DEFAULT_STORAGE_PATH = os.environ.get("GROUPCOORD_STORAGE", os.path.join(os.getcwd(), "data", "groupcoord"))
+FSYNC_POLICIES = ("always", "interval", "never")
+
+
+class ServiceError(RuntimeError):
+    """The service cannot be started or reached; the message says why and what to do."""
+
+
+@dataclass
+class Service:
+    """A handle on a running service; picklable, so Ray tasks and actors can be given one."""
+
+    namespace: str
+    num_partitions: int
+    storage_path: str
+    router: Any
+    partitions: list[Any] = field(default_factory=list)
+
+    def find_coordinator(self, group_id: str) -> tuple[int, Any]:
+        """The partition owning `group_id` and its actor, computed locally (no router hop)."""
+        p = partition_for(group_id, self.num_partitions)
+        return p, self.partitions[p]
+
+    def partition(self, i: int) -> Any:
+        """The actor of offsets partition `i`."""
+        return self.partitions[i]
+
+    def refresh(self) -> None:
+        """Ask the router for the partition actors again (after one was replaced)."""
+        self.partitions = ray.get(self.router.partition_handles.remote())
+
+
+def _ensure_ray(address: str | None, namespace: str) -> None:
+    if ray.is_initialized():
+        return
+    if address is not None:
+        ray.init(address=address, namespace=namespace)
+        return
+    try:
+        ray.init(address="auto", namespace=namespace)
+    except ConnectionError:
+        log.info("no Ray cluster found; starting a local one")
+        ray.init(namespace=namespace, include_dashboard=False)
+
+
+def _router_options(namespace: str) -> dict:
+    return {
+        "name": ROUTER_NAME,
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "max_restarts": -1,
+        "max_task_retries": -1,
+        "num_cpus": 0,
+    }
+
+
+def start(
+    num_partitions: int = 16,
+    storage_path: str | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    fsync: str = "always",
+    address: str | None = None,
+    config: GroupConfig | None = None,
+    wait_ready_s: float = 120.0,
+) -> Service:
+    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs."""
+    if not isinstance(num_partitions, int) or num_partitions < 1:
+        raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
+    if fsync not in FSYNC_POLICIES:
+        raise ServiceError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+    storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
+    _ensure_ray(address, namespace)
+    try:
+        StorageRoot(storage_path, num_partitions)
+    except Exception as e:
+        raise ServiceError(str(e)) from e
+    router = (
+        ray.remote(RouterActor)
+        .options(**_router_options(namespace))
+        .remote(namespace, storage_path, num_partitions, fsync, config)
+    )
+    info = ray.get(router.info.remote())
+    if info["error"]:
+        ray.kill(router, no_restart=True)
+        raise ServiceError(f"the service cannot start: {info['error']}")
+    if info["num_partitions"] != num_partitions or info["storage_path"] != storage_path:
+        raise ServiceError(
+            f"a service already runs in namespace {namespace!r} with {info['num_partitions']} partitions "
+            f"at {info['storage_path']}; connect() to it, or stop() it first"
+        )
+    if not ray.get(router.wait_ready.remote(wait_ready_s)):
+        raise ServiceError(f"partitions did not load their logs within {wait_ready_s} s")
+    return _handle(router, info)
+
+
+def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> Service:
+    """A handle on the service running in `namespace`; ServiceError if there is none."""
+    _ensure_ray(address, namespace)
+    try:
+        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
+    except ValueError:
+        raise ServiceError(
+            f"no groupcoord service runs in namespace {namespace!r}; start one with `groupcoord start`"
+        ) from None
+    return _handle(router, ray.get(router.info.remote()))
+
+
+def _handle(router: Any, info: dict) -> Service:
+    return Service(
+        info["namespace"],
+        info["num_partitions"],
+        info["storage_path"],
+        router,
+        ray.get(router.partition_handles.remote()),
+    )
+
+
+def stop(namespace: str = DEFAULT_NAMESPACE) -> bool:
+    """Stop the service's actors (its data stays on disk); False if none was running."""
+    if not ray.is_initialized():
+        _ensure_ray(None, namespace)
+    try:
+        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
+    except ValueError:
+        return False
+    ray.get(router.stop_partitions.remote())
+    ray.kill(router, no_restart=True)
+    return True

@@ -1,0 +1,87 @@
+"""Small synchronous helpers that drive partition actors the way a client would, for the Ray tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import ray
+
+from groupcoord.protocol import Errors
+from groupcoord.protocol.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+SESSION_MS = 10_000
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
+    """Poll `condition` until it returns something truthy; fail with `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+            last_error = e
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last error: {last_error!r})")
+
+
+def join_request(group: str, member_id: str = "", **kw) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group,
+        kw.pop("session_timeout_ms", SESSION_MS),
+        kw.pop("rebalance_timeout_ms", SESSION_MS),
+        member_id=member_id,
+        client_id=kw.pop("client_id", "test"),
+        protocols=kw.pop("protocols", [("range", b"meta")]),
+        **kw,
+    )
+
+
+def join_async(handle, group: str, member_id: str = "", **kw):
+    """Send a JoinGroup; returns the ObjectRef (a join may park until the phase completes)."""
+    return handle.join_group.remote(join_request(group, member_id, **kw))
+
+
+def new_member_id(handle, group: str, **kw) -> str:
+    """First phase of a dynamic join: the member id the coordinator hands out."""
+    resp: JoinGroupResponse = ray.get(join_async(handle, group, **kw))
+    assert resp.error == Errors.MEMBER_ID_REQUIRED, resp
+    return resp.member_id
+
+
+def sync(handle, group: str, generation: int, member_id: str, assignments=None) -> SyncGroupResponse:
+    return ray.get(
+        handle.sync_group.remote(
+            SyncGroupRequest(group, generation, member_id, assignments=assignments or {})
+        )
+    )
+
+
+def heartbeat(handle, group: str, generation: int, member_id: str) -> Errors:
+    return ray.get(handle.heartbeat.remote(HeartbeatRequest(group, generation, member_id))).error
+
+
+def form_group(handle, group: str, n: int) -> tuple[int, list[str], str]:
+    """Join `n` dynamic members and sync them; returns (generation, member ids, leader id)."""
+    ids = [new_member_id(handle, group) for _ in range(n)]
+    refs = [join_async(handle, group, mid) for mid in ids]
+    joins = ray.get(refs)
+    assert all(j.error == Errors.NONE for j in joins), joins
+    generation, leader = joins[0].generation_id, joins[0].leader
+    assignments = {mid: f"assign-{i}".encode() for i, mid in enumerate(ids)}
+    follower_refs = [
+        handle.sync_group.remote(SyncGroupRequest(group, generation, mid)) for mid in ids if mid != leader
+    ]
+    leader_sync = sync(handle, group, generation, leader, assignments)
+    assert leader_sync.error == Errors.NONE, leader_sync
+    assert all(s.error == Errors.NONE for s in ray.get(follower_refs))
+    return generation, ids, leader

@@ -1,0 +1,138 @@
+"""Partition actors on a real local Ray: the group protocol end to end, and recovery after restarts."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+from ray_helpers import form_group, heartbeat, join_async, new_member_id, sync, wait_for
+
+from groupcoord.actors import connect, start, stop
+from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.messages import (
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+
+NAMESPACE = "gc-test-partitions"
+CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=1000)
+
+
+@pytest.fixture(scope="module")
+def svc(ray_local, tmp_path_factory):
+    service = start(
+        num_partitions=4, storage_path=str(tmp_path_factory.mktemp("svc")), namespace=NAMESPACE, config=CONFIG
+    )
+    yield service
+    stop(NAMESPACE)
+
+
+def commit(handle, group, generation, member_id, offsets):
+    req = OffsetCommitRequest(group, offsets, generation_id=generation, member_id=member_id)
+    return ray.get(handle.commit_offsets.remote(req)).errors
+
+
+def fetch(handle, group, partitions=None):
+    return ray.get(handle.fetch_offsets.remote(OffsetFetchRequest(group, partitions)))
+
+
+def test_group_forms_syncs_commits_and_fetches(svc):
+    _, handle = svc.find_coordinator("orders")
+    generation, ids, leader = form_group(handle, "orders", 3)
+    assert generation == 1 and leader in ids
+    tp = TopicPartition("t", 0)
+    assert commit(handle, "orders", generation, ids[1], {tp: OffsetAndMetadata(42, "m")}) == {tp: Errors.NONE}
+    got = fetch(handle, "orders", [tp]).offsets[tp]
+    assert (got.offset, got.metadata, got.error) == (42, "m", Errors.NONE)
+    described = ray.get(handle.describe_groups.remote(DescribeGroupsRequest(["orders"]))).groups[0]
+    assert described.group_state == "Stable" and len(described.members) == 3
+    listed = ray.get(svc.router.list_groups.remote(ListGroupsRequest()))
+    assert "orders" in {g.group_id for g in listed.groups}
+
+
+def test_wrong_partition_answers_not_coordinator(svc):
+    p, _ = svc.find_coordinator("orders")
+    other = svc.partition((p + 1) % svc.num_partitions)
+    resp = ray.get(join_async(other, "orders"))
+    assert resp.error == Errors.NOT_COORDINATOR
+
+
+def test_killed_partition_restarts_with_state_and_members_keep_generation(svc):
+    group = "payments"
+    _, handle = svc.find_coordinator(group)
+    generation, ids, _ = form_group(handle, group, 2)
+    tps = {TopicPartition("pay", i): OffsetAndMetadata(100 + i) for i in range(10)}
+    assert set(commit(handle, group, generation, ids[0], tps).values()) == {Errors.NONE}
+
+    ray.kill(handle, no_restart=False)
+    # Heartbeats during the reload are answered NONE; once loaded the members are still there.
+    wait_for(lambda: ray.get(handle.is_loaded.remote()), what="partition reload")
+    for mid in ids:
+        assert heartbeat(handle, group, generation, mid) == Errors.NONE
+    described = ray.get(handle.describe_groups.remote(DescribeGroupsRequest([group]))).groups[0]
+    assert described.group_state == "Stable" and {m.member_id for m in described.members} == set(ids)
+    fetched = fetch(handle, group).offsets
+    assert {tp: v.offset for tp, v in fetched.items()} == {tp: o.offset for tp, o in tps.items()}
+
+
+def test_restart_during_rebalance_forces_a_rejoin(svc):
+    group = "rebalancing"
+    _, handle = svc.find_coordinator(group)
+    generation, ids, _ = form_group(handle, group, 2)
+    newcomer = new_member_id(handle, group)
+    parked = join_async(handle, group, newcomer)  # starts a rebalance and parks
+    assert heartbeat(handle, group, generation, ids[0]) == Errors.REBALANCE_IN_PROGRESS
+
+    handle.crash.remote()
+    with pytest.raises((ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+        ray.get(parked, timeout=60)
+    wait_for(lambda: ray.get(handle.is_loaded.remote()), what="partition reload")
+    # The in-flight rebalance is gone: the group is back at its last stored generation, Stable.
+    assert heartbeat(handle, group, generation, ids[0]) == Errors.NONE
+    # The newcomer's pending id died with the actor, as in Kafka: it must start over.
+    assert ray.get(join_async(handle, group, newcomer)).error == Errors.UNKNOWN_MEMBER_ID
+    again = new_member_id(handle, group)
+    refs = [join_async(handle, group, m) for m in [*ids, again]]
+    joins = ray.get(refs)
+    assert {j.error for j in joins} == {Errors.NONE}
+    assert {j.generation_id for j in joins} == {generation + 1}
+    new_leader = joins[0].leader
+    assert sync(handle, group, generation + 1, new_leader, {}).error == Errors.NONE
+
+
+def test_router_restart_keeps_routing(svc):
+    ray.kill(svc.router, no_restart=False)
+    info = wait_for(lambda: ray.get(svc.router.info.remote()), what="router restart")
+    assert info["num_partitions"] == svc.num_partitions
+    p, handle = ray.get(svc.router.find_coordinator.remote("orders"))
+    assert handle == svc.partition(p)
+    assert ray.get(handle.is_loaded.remote())
+    assert connect(NAMESPACE).num_partitions == svc.num_partitions
+
+
+def test_service_outlives_the_driver_that_started_it(ray_local, tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    namespace = "gc-test-detached"
+    gcs = ray_local.get_runtime_context().gcs_address
+    script = textwrap.dedent(
+        f"""
+        import ray
+        from groupcoord.actors import start
+        from groupcoord.protocol.config import GroupConfig
+        ray.init(address={gcs!r}, namespace={namespace!r}, log_to_driver=False)
+        start(num_partitions=2, storage_path={str(tmp_path)!r}, namespace={namespace!r},
+              config=GroupConfig(min_session_timeout_ms=100))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=180)
+    try:
+        svc = connect(namespace)
+        _, handle = svc.find_coordinator("after-driver")
+        assert ray.get(join_async(handle, "after-driver")).error == Errors.MEMBER_ID_REQUIRED
+    finally:
+        stop(namespace)
