@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m groupcoord.actors.shard_demo
+	$(BIN)/groupcoord demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
 
 import ray
 
@@ -30,15 +30,13 @@ NAMESPACE = "groupcoord-demo"
 
 
 class DemoWorker:
-    """A group member in a Ray actor: processes its partitions up to the log end and commits."""
+    """A group member in a Ray actor whose consumer loop (a thread) processes up to the log end and commits."""
 
-    def __init__(
-        self, service: Service, name: str, session_timeout_ms: int, heartbeat_interval_ms: int
-    ) -> None:
+    def __init__(self, service: Service, name: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
         from .group_member import GroupMember
 
         self.name = name
-        self.revocations: list[list[TopicPartition]] = []
+        self.admin = AdminClient(service)
         self.member = GroupMember(
             service,
             GROUP,
@@ -47,44 +45,56 @@ class DemoWorker:
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms,
             partition_assignment_strategy=("cooperative-sticky",),
-            on_partitions_revoked=lambda tps: self.revocations.append(sorted(tps)),
         )
         self.acked: dict[TopicPartition, int] = {}
+        self.snapshot: dict = {"owned": [], "generation": -1}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"consumer-{name}", daemon=True)
+        self._thread.start()
 
-    def step(self, end_offsets: dict[int, int]) -> dict:
-        """Poll, process every owned partition up to its end offset, commit; report what it owns."""
-        owned = self.member.poll()
+    def _run(self) -> None:
+        from .errors import GroupCoordinatorError
+
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except GroupCoordinatorError as e:  # e.g. a commit that lost a race with a rebalance
+                log.info("%s: %s", self.name, e)
+            self._stop.wait(0.1)
+
+    def _step(self) -> None:
+        owned = self.member.poll(100)
+        ends = self.admin.describe_topics([TOPIC])[TOPIC]["end_offsets"]
         commit = {}
         for tp in owned:
-            end = end_offsets.get(tp.partition, 0)
-            position = self.member.position(tp) or self._committed(tp)
+            end = ends.get(tp.partition, 0)
+            position = self.member.position(tp)
+            if position is None:
+                committed = self.member.committed([tp])[tp]
+                position = 0 if committed is None else committed.offset
             if end > position:
                 commit[tp] = OffsetAndMetadata(end, self.name)
                 self.member.seek(tp, end)
         if commit:
-            self.member.commit(commit)  # raises unless durable: only then is it acknowledged
+            self.member.commit(commit)  # returns only once durable: only then is it acknowledged
+        with self._lock:
             for tp, om in commit.items():
                 self.acked[tp] = max(self.acked.get(tp, 0), om.offset)
-        return {"owned": sorted(owned), "generation": self.member.generation_id}
+            self.snapshot = {"owned": sorted(owned), "generation": self.member.generation_id}
 
-    def _committed(self, tp: TopicPartition) -> int:
-        om = self.member.committed([tp])[tp]
-        return 0 if om is None else om.offset
+    def status(self) -> dict:
+        with self._lock:
+            return dict(self.snapshot)
 
     def acked_offsets(self) -> dict[TopicPartition, int]:
-        return dict(self.acked)
+        with self._lock:
+            return dict(self.acked)
 
     def close(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
         self.member.close()
-
-
-@dataclass
-class DemoReport:
-    """What the demo verified, for its summary."""
-
-    commits_acked: int = 0
-    commits_verified: int = 0
-    problems: list[str] | None = None
 
 
 class Demo:
@@ -117,15 +127,27 @@ class Demo:
         self.workers[name] = actor
 
     def rounds(self, n: int, until=None) -> dict[str, dict]:
+        """Produce and watch the workers for up to `n` rounds of 0.3 s, or until `until(states)` holds."""
         states: dict[str, dict] = {}
         for _ in range(n):
             self.produce()
-            refs = {name: w.step.remote(dict(self.end_offsets)) for name, w in self.workers.items()}
-            states = {name: ray.get(ref) for name, ref in refs.items()}
+            time.sleep(0.3)
+            states = {name: ray.get(w.status.remote()) for name, w in self.workers.items()}
             if until is not None and until(states):
                 break
-            time.sleep(0.2)
         return states
+
+    def wait_loaded(self, handle, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.produce()
+            try:
+                if ray.get(handle.is_loaded.remote(), timeout=5):
+                    return
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+                pass
+            time.sleep(0.2)
+        self.problems.append(f"the coordinator did not come back within {timeout_s} s")
 
     def show(self, states: dict[str, dict]) -> None:
         for name, s in sorted(states.items()):
@@ -208,7 +230,10 @@ class Demo:
         _, handle = self.svc.find_coordinator(GROUP)
         generation = states["worker-1"]["generation"]
         ray.kill(handle, no_restart=False)
-        states = self.rounds(40)
+        killed_at = time.monotonic()
+        self.wait_loaded(handle)
+        self.say(f"    the restarted actor replayed its log and serves again after {time.monotonic() - killed_at:.1f}s")
+        states = self.rounds(10)
         self.show(states)
         if states["worker-1"]["generation"] != generation:
             self.problems.append("the coordinator restart forced a rebalance of a Stable group")

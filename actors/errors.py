@@ -19,7 +19,12 @@ class GroupCoordinatorError(Exception):
         return int(self.error)
 
     def __init__(self, message: str = "") -> None:
-        super().__init__(message or f"{self.error.name} ({int(self.error)})")
+        name = self.error.name
+        if not message:
+            message = f"{name} ({int(self.error)})"
+        elif name not in message:
+            message = f"{message} ({name})"
+        super().__init__(message)
 
 
 def _class_name(error: Errors) -> str:

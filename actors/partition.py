@@ -57,7 +57,6 @@ class PartitionActor:
         self._coord: GroupCoordinator | None = None
         self._log: Any = None
         self._root: Any = None
-        self._load_error: BaseException | None = None
         self._load_ms: float | None = None
         self._records_replayed = 0
         self._flushing = False
@@ -90,9 +89,8 @@ class PartitionActor:
             self._log, coord, self._records_replayed = await self._loop.run_in_executor(
                 None, self._open_and_replay
             )
-        except BaseException as e:
+        except Exception as e:
             log.critical("partition %d failed to load its log: %s", self.partition, e)
-            self._load_error = e
             self._fail(e)
             return
         self._load_ms = (time.perf_counter() - start) * 1000
@@ -108,7 +106,7 @@ class PartitionActor:
         if self.fsync == "interval":
             self._tasks.append(self._loop.create_task(self._interval_sync_loop()))
 
-    def _fail(self, error: BaseException) -> None:
+    def _fail(self, error: Exception) -> None:
         """Storage is broken: end the process so Ray restarts this actor from what is on disk."""
         log.critical("partition %d: storage failure, exiting for a restart: %r", self.partition, error)
         logging.shutdown()
@@ -150,7 +148,7 @@ class PartitionActor:
             while coord.runtime.end_offset > coord.runtime.durable_offset:
                 durable = await self._loop.run_in_executor(None, self._log.flush)
                 coord.on_durable(durable)
-        except BaseException as e:
+        except Exception as e:
             self._fail(e)
         finally:
             self._flushing = False
@@ -181,7 +179,7 @@ class PartitionActor:
             await asyncio.sleep(COMPACTION_CHECK_INTERVAL_S)
             try:
                 await self._loop.run_in_executor(None, self._log.maybe_compact)
-            except BaseException as e:
+            except Exception as e:
                 self._fail(e)
 
     async def _interval_sync_loop(self) -> None:
@@ -191,7 +189,7 @@ class PartitionActor:
             await asyncio.sleep(period)
             try:
                 await self._loop.run_in_executor(None, self._log.sync)
-            except BaseException as e:
+            except Exception as e:
                 self._fail(e)
 
     # --- the API -------------------------------------------------------------------------------

@@ -691,8 +691,9 @@ class GroupMetadataManager:
             reason = f"members left: {removed}"
             if group.in_state(STABLE, COMPLETING):
                 self._maybe_prepare_rebalance_or_complete_join(group, reason)
-            elif group.in_state(PREPARING) and group.has_all_members_joined():
-                self._complete_join(group)
+            else:
+                # Java: a leave never cuts the initial rebalance delay short (unlike an expiry).
+                self._maybe_complete_join_phase(group)
         return self.rt.respond(LeaveGroupResponse(Errors.NONE, responses))
 
     def _leave_one(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> Errors:

@@ -34,6 +34,18 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 60.0, what: str = 
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last error: {last_error!r})")
 
 
+def kill_and_wait_restart(handle, timeout_s: float = 60.0) -> dict:
+    """Kill a partition actor (Ray restarts it) and wait for a new process that has loaded its log."""
+    old_pid = ray.get(handle.status.remote())["pid"]
+    ray.kill(handle, no_restart=False)
+
+    def restarted():
+        status = ray.get(handle.status.remote())
+        return status if status["pid"] != old_pid and status["loaded"] else None
+
+    return wait_for(restarted, timeout_s, what="the partition actor to restart and reload")
+
+
 def join_request(group: str, member_id: str = "", **kw) -> JoinGroupRequest:
     return JoinGroupRequest(
         group,

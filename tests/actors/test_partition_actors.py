@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import ray
-from ray_helpers import form_group, heartbeat, join_async, new_member_id, sync, wait_for
+from ray_helpers import form_group, heartbeat, join_async, kill_and_wait_restart, new_member_id, sync, wait_for
 
 from groupcoord.actors import connect, start, stop
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
@@ -66,9 +66,7 @@ def test_killed_partition_restarts_with_state_and_members_keep_generation(svc):
     tps = {TopicPartition("pay", i): OffsetAndMetadata(100 + i) for i in range(10)}
     assert set(commit(handle, group, generation, ids[0], tps).values()) == {Errors.NONE}
 
-    ray.kill(handle, no_restart=False)
-    # Heartbeats during the reload are answered NONE; once loaded the members are still there.
-    wait_for(lambda: ray.get(handle.is_loaded.remote()), what="partition reload")
+    kill_and_wait_restart(handle)
     for mid in ids:
         assert heartbeat(handle, group, generation, mid) == Errors.NONE
     described = ray.get(handle.describe_groups.remote(DescribeGroupsRequest([group]))).groups[0]

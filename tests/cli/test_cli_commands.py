@@ -1,0 +1,122 @@
+"""The groupcoord command against a running service: every command, reset dry-run vs execute, errors."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from groupcoord.actors import stop
+from groupcoord.actors.admin import AdminClient
+from groupcoord.actors.cli import main
+from groupcoord.actors.service import connect
+from groupcoord.protocol import OffsetAndMetadata, TopicPartition
+
+NAMESPACE = "gc-test-cli"
+
+
+def run(*args: str, ok: bool = True):
+    result = CliRunner().invoke(main, ["--namespace", NAMESPACE, *args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def svc(ray_local, tmp_path_factory):
+    storage = tmp_path_factory.mktemp("cli")
+    run("start", "--partitions", "3", "--storage", str(storage), "--fsync", "never")
+    service = connect(NAMESPACE)
+    yield service
+    stop(NAMESPACE)
+
+
+def test_start_status_and_topics(svc):
+    status = run("status").output
+    assert "PARTITION" in status and status.count("yes") == 3
+    assert "created topic 'orders' with 4 partitions" in run("topics", "create", "orders", "--partitions", "4").output
+    run("topics", "end-offsets", "orders", "0=100", "1=200", "2=300", "3=400")
+    listed = run("topics", "list").output
+    assert "orders" in listed and " 4 " in listed
+
+
+def test_groups_list_describe_and_delete(svc):
+    admin = AdminClient(svc)
+    admin.alter_group_offsets("reporting", {TopicPartition("orders", 0): OffsetAndMetadata(60)})
+    listed = run("groups", "list").output
+    assert "reporting" in listed and "Empty" in listed
+    assert "reporting" in run("groups", "list", "--state", "empty").output
+    assert "reporting" not in run("groups", "list", "--state", "Stable").output
+    offsets = run("groups", "describe", "reporting").output.splitlines()
+    header = offsets[0].split()
+    assert header == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                      "HOST", "CLIENT-ID"]
+    assert offsets[1].split() == ["reporting", "orders", "0", "60", "100", "40", "-", "-", "-"]
+    state = run("groups", "describe", "reporting", "--state").output
+    assert "Empty" in state and "#MEMBERS" in state
+    assert "GROUP-INSTANCE-ID" in run("groups", "describe", "reporting", "--members").output
+    run("groups", "delete", "reporting")
+    assert "reporting" not in run("groups", "list").output
+
+
+def test_offsets_reset_dry_run_changes_nothing_and_execute_applies(svc, tmp_path):
+    admin = AdminClient(svc)
+    admin.alter_group_offsets("resettable", {TopicPartition("orders", p): OffsetAndMetadata(10) for p in range(4)})
+    export = tmp_path / "plan.csv"
+    dry = run("offsets", "reset", "resettable", "--topic", "orders:0,1", "--to-latest", "--export", str(export))
+    assert "dry run" in dry.output
+    assert export.read_text() == "orders,0,100\norders,1,200\n"
+    assert admin.list_group_offsets("resettable")[TopicPartition("orders", 0)].offset == 10
+    run("offsets", "reset", "resettable", "--topic", "orders", "--shift-by", "5", "--execute")
+    assert {tp.partition: om.offset for tp, om in admin.list_group_offsets("resettable").items()} == {
+        0: 15, 1: 15, 2: 15, 3: 15
+    }
+    run("offsets", "delete", "resettable", "--topic", "orders:3")
+    assert TopicPartition("orders", 3) not in admin.list_group_offsets("resettable")
+
+
+def test_reset_is_refused_on_a_group_with_members(svc):
+    from groupcoord.actors.group_member import GroupMember
+
+    AdminClient(svc).create_topic("busy", 1)
+    member = GroupMember(svc, "busy-group", topics=["busy"], session_timeout_ms=10000, heartbeat_interval_ms=500)
+    try:
+        member.poll()
+        result = run("offsets", "reset", "busy-group", "--topic", "busy", "--to-earliest", "--execute", ok=False)
+        assert result.exit_code == 1
+        assert "must be Empty" in result.output and "Traceback" not in result.output
+    finally:
+        member.close()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["groups", "describe", "no-such-group"], "does not exist"),
+        (["offsets", "reset", "g", "--topic", "orders", "--to-earliest", "--to-latest"], "exactly one of"),
+        (["offsets", "reset", "g", "--topic", "nope", "--to-earliest"], "unknown topic"),
+        (["offsets", "reset", "g", "--topic", "orders:x", "--to-earliest"], "must be integers"),
+        (["offsets", "reset", "g", "--topic", "orders", "--by-duration", "15m"], "ISO-8601 duration"),
+        (["topics", "end-offsets", "orders", "zero=1"], "PARTITION=OFFSET"),
+        (["topics", "create", "orders", "--partitions", "2"], "TOPIC_ALREADY_EXISTS"),
+        (["topics", "end-offsets", "orders", "9=1"], "INVALID_REQUEST"),
+        (["groups", "delete", "no-such-group"], "GROUP_ID_NOT_FOUND"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(svc, args, message):
+    result = run(*args, ok=False)
+    assert result.exit_code != 0
+    assert message in result.output, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_no_service_running_is_a_clear_error(ray_local):
+    result = CliRunner().invoke(main, ["--namespace", "gc-nothing-here", "status"])
+    assert result.exit_code == 1
+    assert "no groupcoord service runs in namespace 'gc-nothing-here'" in result.output
+
+
+def test_demo_short_mode_runs_to_its_summary(ray_local, tmp_path):
+    result = CliRunner().invoke(main, ["demo", "--short", "--storage", str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "result: OK" in result.output
+    assert "verified: 6 of 6" in result.output
