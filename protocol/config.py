@@ -17,6 +17,11 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
+    # Limits of our own (Kafka bounds these only through its message sizes): 32767 is the
+    # longest string Kafka's record keys can hold; 1 MiB is Kafka's default message.max.bytes.
+    max_group_id_bytes: int = 32767
+    max_metadata_bytes: int = 1024 * 1024
+    max_assignment_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.max_size < 1:

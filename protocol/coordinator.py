@@ -117,7 +117,7 @@ class GroupCoordinator:
 
     def _handle(self, api: str, req: Any, handler: Callable[[Any], Deferred[T]]) -> Deferred[T]:
         """Validate, then handle; bad input is answered with its error code and changes nothing."""
-        error = validation.check(api, req)
+        error = validation.check(api, req, self.config)
         if error is not None:
             return self.runtime.respond(error_response(api, req, error))
         return handler(req)

@@ -98,9 +98,7 @@ def map_of(key: Check, value: Check) -> Check:
 
 def tuple_of(*items: Check) -> Check:
     """A tuple (e.g. a NamedTuple) of exactly these items."""
-    return lambda v: (
-        isinstance(v, tuple) and len(v) == len(items) and all(c(x) for c, x in zip(items, v, strict=True))
-    )
+    return lambda v: isinstance(v, tuple) and len(v) == len(items) and all(c(x) for c, x in zip(items, v, strict=True))
 
 
 def fields(cls: type, **checks: Check) -> Check:
@@ -198,9 +196,7 @@ SPECS: dict[str, RequestSpec] = {
     ),
     "describe_groups": RequestSpec(DescribeGroupsRequest, GROUP_IDS, {}),
     "delete_groups": RequestSpec(DeleteGroupsRequest, GROUP_IDS, {}),
-    "delete_offsets": RequestSpec(
-        OffsetDeleteRequest, NON_EMPTY_GROUP_ID, {"partitions": seq_of(TOPIC_PARTITION)}
-    ),
+    "delete_offsets": RequestSpec(OffsetDeleteRequest, NON_EMPTY_GROUP_ID, {"partitions": seq_of(TOPIC_PARTITION)}),
 }
 
 
@@ -228,58 +224,30 @@ def _validate(api: str, req: Any) -> Errors | None:
     return None
 
 
-def check(api: str, req: Any) -> Errors | None:
-    """Validate `req` for `api` (a GroupCoordinator method name); None when valid."""
+def check(api: str, req: Any, config: Any = None) -> Errors | None:
+    """Validate `req` for `api` (a GroupCoordinator method name); None when valid.
+
+    With a GroupConfig, also enforce its size limits: group ids longer than max_group_id_bytes
+    (UTF-8) get INVALID_GROUP_ID; a JoinGroup whose protocol metadata exceeds max_metadata_bytes
+    or a SyncGroup with an assignment over max_assignment_bytes gets INVALID_REQUEST.
+    """
     if api not in SPECS:
         raise KeyError(f"no validation spec for API {api!r}")
-    return _validate(api, req)
+    error = _validate(api, req)
+    if error is None and config is not None:
+        error = _limits_error(api, req, config)
+    return error
 
 
-def validate_join_group(req: Any) -> Errors | None:
-    """JoinGroup: non-empty group id, int32 timeouts, str ids, (name, bytes) protocols."""
-    return _validate("join_group", req)
-
-
-def validate_sync_group(req: Any) -> Errors | None:
-    """SyncGroup: non-empty group id, int32 generation, str ids, a str -> bytes assignment map."""
-    return _validate("sync_group", req)
-
-
-def validate_heartbeat(req: Any) -> Errors | None:
-    """Heartbeat: non-empty group id, int32 generation, str ids."""
-    return _validate("heartbeat", req)
-
-
-def validate_leave_group(req: Any) -> Errors | None:
-    """LeaveGroup: non-empty group id and a sequence of MemberIdentity."""
-    return _validate("leave_group", req)
-
-
-def validate_commit_offsets(req: Any) -> Errors | None:
-    """OffsetCommit: str group id ("" allowed), partitions >= 0, offsets >= -1, epochs >= -1, str metadata."""
-    return _validate("commit_offsets", req)
-
-
-def validate_fetch_offsets(req: Any) -> Errors | None:
-    """OffsetFetch: str group id ("" allowed), partitions None or a sequence of TopicPartition."""
-    return _validate("fetch_offsets", req)
-
-
-def validate_list_groups(req: Any) -> Errors | None:
-    """ListGroups: sequences of str filters."""
-    return _validate("list_groups", req)
-
-
-def validate_describe_groups(req: Any) -> Errors | None:
-    """DescribeGroups: a sequence of str group ids ("" allowed)."""
-    return _validate("describe_groups", req)
-
-
-def validate_delete_groups(req: Any) -> Errors | None:
-    """DeleteGroups: a sequence of str group ids ("" allowed)."""
-    return _validate("delete_groups", req)
-
-
-def validate_delete_offsets(req: Any) -> Errors | None:
-    """OffsetDelete: non-empty group id and a sequence of TopicPartition."""
-    return _validate("delete_offsets", req)
+def _limits_error(api: str, req: Any, config: Any) -> Errors | None:
+    ids = req.group_ids if SPECS[api].group_id_rule == GROUP_IDS else [getattr(req, "group_id", "")]
+    if any(len(g.encode("utf-8")) > config.max_group_id_bytes for g in ids if isinstance(g, str)):
+        log.info("rejecting %s: group id longer than %d bytes", api, config.max_group_id_bytes)
+        return Errors.INVALID_GROUP_ID
+    if api == "join_group" and sum(len(meta) for _, meta in req.protocols) > config.max_metadata_bytes:
+        log.info("rejecting JoinGroup of %r: protocol metadata over %d bytes", req.group_id, config.max_metadata_bytes)
+        return Errors.INVALID_REQUEST
+    if api == "sync_group" and any(len(a) > config.max_assignment_bytes for a in req.assignments.values()):
+        log.info("rejecting SyncGroup of %r: an assignment over %d bytes", req.group_id, config.max_assignment_bytes)
+        return Errors.INVALID_REQUEST
+    return None

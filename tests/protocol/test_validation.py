@@ -44,18 +44,6 @@ VALID = {
     "delete_offsets": OffsetDeleteRequest("g", [TP]),
 }
 
-FUNCTIONS = {
-    "join_group": validation.validate_join_group,
-    "sync_group": validation.validate_sync_group,
-    "heartbeat": validation.validate_heartbeat,
-    "leave_group": validation.validate_leave_group,
-    "commit_offsets": validation.validate_commit_offsets,
-    "fetch_offsets": validation.validate_fetch_offsets,
-    "list_groups": validation.validate_list_groups,
-    "describe_groups": validation.validate_describe_groups,
-    "delete_groups": validation.validate_delete_groups,
-    "delete_offsets": validation.validate_delete_offsets,
-}
 
 BIG32, BIG64 = 2**31, 2**63
 SURROGATE = "bad\ud800"
@@ -179,52 +167,52 @@ def snapshot(coord: GroupCoordinator):
 @pytest.mark.parametrize("api", sorted(VALID))
 def test_valid_requests_pass(api):
     assert validation.check(api, VALID[api]) is None
-    assert FUNCTIONS[api](VALID[api]) is None
+    assert validation.check(api, VALID[api]) is None
 
 
 @pytest.mark.parametrize("api, field, value", BAD_FIELDS)
 def test_bad_field_is_invalid_request(api, field, value):
     req = dataclasses.replace(VALID[api], **{field: value})
-    assert FUNCTIONS[api](req) == Errors.INVALID_REQUEST
+    assert validation.check(api, req) == Errors.INVALID_REQUEST
     assert validation.check(api, req) == Errors.INVALID_REQUEST
 
 
 @pytest.mark.parametrize("api, group_id", BAD_GROUP_IDS)
 def test_bad_group_id_is_invalid_group_id(api, group_id):
     req = dataclasses.replace(VALID[api], group_id=group_id)
-    assert FUNCTIONS[api](req) == Errors.INVALID_GROUP_ID
+    assert validation.check(api, req) == Errors.INVALID_GROUP_ID
 
 
 @pytest.mark.parametrize("api", ["describe_groups", "delete_groups"])
 @pytest.mark.parametrize("group_ids", [["g", None], [3]])
 def test_bad_group_id_in_a_list_is_invalid_group_id(api, group_ids):
-    assert FUNCTIONS[api](dataclasses.replace(VALID[api], group_ids=group_ids)) == Errors.INVALID_GROUP_ID
+    assert validation.check(api, dataclasses.replace(VALID[api], group_ids=group_ids)) == Errors.INVALID_GROUP_ID
 
 
 @pytest.mark.parametrize("api", ["commit_offsets", "fetch_offsets"])
 def test_empty_group_id_is_allowed_where_kafka_allows_it(api):
-    assert FUNCTIONS[api](dataclasses.replace(VALID[api], group_id="")) is None
+    assert validation.check(api, dataclasses.replace(VALID[api], group_id="")) is None
 
 
 @pytest.mark.parametrize("api", ["describe_groups", "delete_groups"])
 def test_empty_group_id_in_a_list_is_allowed(api):
-    assert FUNCTIONS[api](dataclasses.replace(VALID[api], group_ids=["", "g"])) is None
+    assert validation.check(api, dataclasses.replace(VALID[api], group_ids=["", "g"])) is None
 
 
 def test_surrogate_group_id_is_invalid_request():
-    assert validation.validate_commit_offsets(OffsetCommitRequest(SURROGATE, {})) == Errors.INVALID_REQUEST
+    assert validation.check("commit_offsets", OffsetCommitRequest(SURROGATE, {})) == Errors.INVALID_REQUEST
 
 
 @pytest.mark.parametrize("api", sorted(VALID))
 @pytest.mark.parametrize("wrong", [None, "request", 5])
 def test_wrong_request_type_is_invalid_request(api, wrong):
-    assert FUNCTIONS[api](wrong) == Errors.INVALID_REQUEST
+    assert validation.check(api, wrong) == Errors.INVALID_REQUEST
 
 
 @pytest.mark.parametrize("api", sorted(VALID))
 def test_another_api_request_is_invalid_request(api):
     other = VALID["heartbeat"] if api != "heartbeat" else VALID["sync_group"]
-    assert FUNCTIONS[api](other) == Errors.INVALID_REQUEST
+    assert validation.check(api, other) == Errors.INVALID_REQUEST
 
 
 def test_accepted_shapes():
@@ -232,13 +220,11 @@ def test_accepted_shapes():
     ok = OffsetCommitRequest(
         "g", {("t", 2**31 - 1): (2**63 - 1, "é", -1)}, generation_id=-(2**31), retention_time_ms=-1
     )
-    assert validation.validate_commit_offsets(ok) is None
-    assert validation.validate_fetch_offsets(OffsetFetchRequest("g", (("t", 0),))) is None
-    assert validation.validate_fetch_offsets(OffsetFetchRequest("g", None, True)) is None
-    assert validation.validate_leave_group(LeaveGroupRequest("g", [])) is None
-    assert (
-        validation.validate_sync_group(SyncGroupRequest("g", 1, "m", assignments={"m": bytearray()})) is None
-    )
+    assert validation.check("commit_offsets", ok) is None
+    assert validation.check("fetch_offsets", OffsetFetchRequest("g", (("t", 0),))) is None
+    assert validation.check("fetch_offsets", OffsetFetchRequest("g", None, True)) is None
+    assert validation.check("leave_group", LeaveGroupRequest("g", [])) is None
+    assert validation.check("sync_group", SyncGroupRequest("g", 1, "m", assignments={"m": bytearray()})) is None
 
 
 # --- through the coordinator: answered with the error, nothing changes -----------------------
@@ -280,9 +266,7 @@ def test_coordinator_answers_wrong_request_types(api):
 def test_bad_partition_among_good_ones_writes_nothing():
     coord = seeded()
     before = snapshot(coord)
-    req = OffsetCommitRequest(
-        "g", {TopicPartition("t", 1): OffsetAndMetadata(9), TopicPartition("t", -1): (1, "", -1)}
-    )
+    req = OffsetCommitRequest("g", {TopicPartition("t", 1): OffsetAndMetadata(9), TopicPartition("t", -1): (1, "", -1)})
     response = coord.commit_offsets(req).result()
     assert set(response.errors.values()) == {Errors.INVALID_REQUEST}
     assert snapshot(coord) == before
@@ -308,3 +292,27 @@ def _errors_in(response) -> set[Errors]:
         elif isinstance(value, list):
             found |= {getattr(x, "error", None) for x in value} - {None}
     return found
+
+
+def test_size_limits_of_the_config_are_enforced():
+    config = GroupConfig(max_group_id_bytes=8, max_metadata_bytes=len(META) + 1, max_assignment_bytes=4)
+    assert validation.check("join_group", VALID["join_group"], config) is None
+    long_id = dataclasses.replace(VALID["join_group"], group_id="é" * 5)  # 10 bytes of UTF-8
+    assert validation.check("join_group", long_id, config) == Errors.INVALID_GROUP_ID
+    assert (
+        validation.check("describe_groups", DescribeGroupsRequest(["ok", "x" * 9]), config) == Errors.INVALID_GROUP_ID
+    )
+    fat = dataclasses.replace(VALID["join_group"], protocols=[("range", META), ("rr", b"yy")])
+    assert validation.check("join_group", fat, config) == Errors.INVALID_REQUEST
+    big = dataclasses.replace(VALID["sync_group"], assignments={"m": b"12345"})
+    assert validation.check("sync_group", big, config) == Errors.INVALID_REQUEST
+
+
+def test_a_rejected_oversized_join_changes_nothing():
+    coord = GroupCoordinator(GroupConfig(max_metadata_bytes=4), ManualClock(), MemoryLog())
+    req = JoinGroupRequest("g", 10000, protocols=[("range", b"12345")])
+    assert coord.join_group(req).result().error == Errors.INVALID_REQUEST
+    assert (
+        coord.log.records == []
+        and coord.describe_groups(DescribeGroupsRequest(["g"])).result().groups[0].group_state == "Dead"
+    )
