@@ -83,6 +83,25 @@ def describe_group(ctx, group: str, view: str, verbose: bool) -> None:
         columns = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
         print_table(None, columns + (["ASSIGNMENT"] if verbose else []), rows)
         return
+    print_offsets_table(admin, described)
+
+
+OFFSETS_COLUMNS = [
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+]
+
+
+def print_offsets_table(admin: AdminClient, described) -> None:
+    """kafka-consumer-groups.sh --describe --offsets: committed offset, end, lag and owner per partition."""
+    group = described.group_id
     committed = admin.list_group_offsets(group)
     owners = {tp: m for m in described.members for tp in _member_partitions(m)}
     topics = admin.describe_topics(sorted({tp.topic for tp in set(committed) | set(owners)}))
@@ -92,34 +111,9 @@ def describe_group(ctx, group: str, view: str, verbose: bool) -> None:
         current = committed[tp].offset if tp in committed else None
         lag = end - current if end is not None and current is not None else None
         m = owners.get(tp)
-        rows.append(
-            [
-                group,
-                tp.topic,
-                tp.partition,
-                current,
-                end,
-                lag,
-                m.member_id if m else None,
-                m.client_host if m else None,
-                m.client_id if m else None,
-            ]
-        )
-    print_table(
-        None,
-        [
-            "GROUP",
-            "TOPIC",
-            "PARTITION",
-            "CURRENT-OFFSET",
-            "LOG-END-OFFSET",
-            "LAG",
-            "CONSUMER-ID",
-            "HOST",
-            "CLIENT-ID",
-        ],
-        rows,
-    )
+        owner = [m.member_id, m.client_host, m.client_id] if m else [None, None, None]
+        rows.append([group, tp.topic, tp.partition, current, end, lag, *owner])
+    print_table(None, OFFSETS_COLUMNS, rows)
 
 
 @groups.command("delete")
@@ -150,9 +144,7 @@ def _reset_spec(options: dict) -> ResetSpec:
 
 @offsets.command("reset")
 @click.argument("group")
-@click.option(
-    "--topic", "topic_args", multiple=True, required=True, help="TOPIC or TOPIC:0,1,2 (repeatable)."
-)
+@click.option("--topic", "topic_args", multiple=True, required=True, help="TOPIC or TOPIC:0,1,2 (repeatable).")
 @click.option("--to-earliest", is_flag=True)
 @click.option("--to-latest", is_flag=True)
 @click.option("--to-offset", type=int)
@@ -191,9 +183,7 @@ def reset_offsets(
     admin = _admin(ctx)
     state = admin.describe_groups([group])[group].group_state
     if state not in ("Empty", "Dead"):
-        raise CliError(
-            f"group {group!r} is {state}: stop its members before resetting offsets (it must be Empty)"
-        )
+        raise CliError(f"group {group!r} is {state}: stop its members before resetting offsets (it must be Empty)")
     topics = admin.describe_topics()
     partitions = []
     for arg in topic_args:
@@ -228,9 +218,7 @@ def reset_offsets(
 
 @offsets.command("delete")
 @click.argument("group")
-@click.option(
-    "--topic", "topic_args", multiple=True, required=True, help="TOPIC or TOPIC:0,1,2 (repeatable)."
-)
+@click.option("--topic", "topic_args", multiple=True, required=True, help="TOPIC or TOPIC:0,1,2 (repeatable).")
 @click.pass_context
 def delete_offsets(ctx, group: str, topic_args: tuple[str, ...]) -> None:
     """Delete a group's committed offsets for some topics or partitions."""
@@ -239,9 +227,7 @@ def delete_offsets(ctx, group: str, topic_args: tuple[str, ...]) -> None:
     partitions = []
     for arg in topic_args:
         topic, parts = parse_topic_arg(arg)
-        partitions += [
-            tp for tp in committed if tp.topic == topic and (parts is None or tp.partition in parts)
-        ]
+        partitions += [tp for tp in committed if tp.topic == topic and (parts is None or tp.partition in parts)]
     if not partitions:
         raise CliError(f"group {group!r} has no committed offsets for {', '.join(topic_args)}")
     admin.delete_group_offsets(group, partitions)

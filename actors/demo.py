@@ -185,9 +185,7 @@ class Demo:
         self.admin = AdminClient(self.svc)
         self.admin.create_topic(TOPIC, PARTITIONS)
         p, _ = self.svc.find_coordinator(GROUP)
-        self.say(
-            f"topic {TOPIC!r} with {PARTITIONS} partitions; group {GROUP!r} lives on offsets partition {p}"
-        )
+        self.say(f"topic {TOPIC!r} with {PARTITIONS} partitions; group {GROUP!r} lives on offsets partition {p}")
         try:
             self.script()
         finally:
@@ -214,16 +212,12 @@ class Demo:
         ray.get(self.workers.pop("worker-2").close.remote())
         self.show(self.rounds(60, until=self.balanced))
 
-        self.say(
-            f"4. worker-3 crashes without leaving: the coordinator expires it after {self.session_ms} ms"
-        )
+        self.say(f"4. worker-3 crashes without leaving: the coordinator expires it after {self.session_ms} ms")
         self.collect_acks(["worker-3"])
         crashed_at = time.monotonic()
         ray.kill(self.workers.pop("worker-3"))
         states = self.rounds(200, until=self.balanced)
-        self.say(
-            f"    session expired and the group rebalanced {time.monotonic() - crashed_at:.1f}s after the crash"
-        )
+        self.say(f"    session expired and the group rebalanced {time.monotonic() - crashed_at:.1f}s after the crash")
         self.show(states)
 
         self.say("5. the group's coordinator actor is killed; Ray restarts it and it replays its log")
@@ -253,45 +247,11 @@ class Demo:
         self.summary(len(self.acked), len(self.acked) - len(lost))
 
     def print_describe(self) -> None:
-        from .cli_groups import _member_partitions
-        from .cli_support import print_table
+        from .cli_groups import print_offsets_table
 
         described = self.admin.describe_groups([GROUP])[GROUP]
-        committed = self.admin.list_group_offsets(GROUP)
-        owners = {tp: m for m in described.members for tp in _member_partitions(m)}
-        rows = []
-        for tp in sorted(committed):
-            m = owners.get(tp)
-            end = self.end_offsets[tp.partition]
-            rows.append(
-                [
-                    GROUP,
-                    tp.topic,
-                    tp.partition,
-                    committed[tp].offset,
-                    end,
-                    end - committed[tp].offset,
-                    m.member_id if m else None,
-                    m.client_host if m else None,
-                    m.client_id if m else None,
-                ]
-            )
         self.say(f"group {GROUP!r} is {described.group_state}:")
-        print_table(
-            None,
-            [
-                "GROUP",
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-                "CLIENT-ID",
-            ],
-            rows,
-        )
+        print_offsets_table(self.admin, described)
 
     def summary(self, acked: int, verified: int) -> None:
         print()

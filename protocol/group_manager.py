@@ -293,8 +293,7 @@ class GroupMetadataManager:
         if group.is_leader(member.member_id):
             protocol = group.protocol_name or ""
             members = [
-                JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
-                for m in group.members.values()
+                JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol)) for m in group.members.values()
             ]
         return JoinGroupResponse(
             Errors.NONE,
@@ -414,9 +413,7 @@ class GroupMetadataManager:
         self.rt.timers.cancel(_sync_key(group.group_id))
         initial = group.in_state(EMPTY)
         group.transition_to(PREPARING, self.rt.now())
-        log.info(
-            "preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason
-        )
+        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason)
         group_id = group.group_id
         if initial:
             delay = self.config.initial_rebalance_delay_ms
@@ -523,9 +520,7 @@ class GroupMetadataManager:
             if sync is None:
                 continue
             if error == Errors.NONE:
-                response = SyncGroupResponse(
-                    Errors.NONE, group.protocol_type, group.protocol_name, member.assignment
-                )
+                response = SyncGroupResponse(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment)
             else:
                 response = SyncGroupResponse(error, None, None, member.assignment)
             self.rt.complete(sync, response)
@@ -610,31 +605,32 @@ class GroupMetadataManager:
             assignments = {mid: bytes(req.assignments.get(mid, b"")) for mid in group.members}
             missing = [mid for mid in group.members if mid not in req.assignments]
             if missing:
-                log.warning(
-                    "leader of %s sent no assignment for %s; they get empty ones", group.group_id, missing
-                )
+                log.warning("leader of %s sent no assignment for %s; they get empty ones", group.group_id, missing)
             generation = group.generation_id
             self.rt.append([self.group_record(group, assignments)])
             self.rt.when_durable(lambda: self._on_assignment_durable(group, generation, assignments))
         return result
 
-    def _validate_sync(self, group: ClassicGroup, req: SyncGroupRequest) -> Errors:
+    def _validate_generation(self, group: ClassicGroup, req: SyncGroupRequest | HeartbeatRequest) -> Errors:
+        """Dead group, then member identity, then generation: the checks Sync and Heartbeat share."""
         if group.in_state(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
         error = self.validate_member(group, req.member_id, req.group_instance_id)
         if error != Errors.NONE:
             return error
-        if req.generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
+        return Errors.ILLEGAL_GENERATION if req.generation_id != group.generation_id else Errors.NONE
+
+    def _validate_sync(self, group: ClassicGroup, req: SyncGroupRequest) -> Errors:
+        error = self._validate_generation(group, req)
+        if error != Errors.NONE:
+            return error
         if _inconsistent(req.protocol_type, group.protocol_type) or _inconsistent(
             req.protocol_name, group.protocol_name
         ):
             return Errors.INCONSISTENT_GROUP_PROTOCOL
         return Errors.NONE
 
-    def _on_assignment_durable(
-        self, group: ClassicGroup, generation: int, assignments: dict[str, bytes]
-    ) -> None:
+    def _on_assignment_durable(self, group: ClassicGroup, generation: int, assignments: dict[str, bytes]) -> None:
         """The leader's assignment is on disk: hand it out and become Stable, if nothing changed since."""
         if self.groups.get(group.group_id) is not group:
             return
@@ -655,13 +651,9 @@ class GroupMetadataManager:
         group = self.groups.get(req.group_id)
         if group is None:
             return Errors.UNKNOWN_MEMBER_ID
-        if group.in_state(DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_member(group, req.member_id, req.group_instance_id)
+        error = self._validate_generation(group, req)
         if error != Errors.NONE:
             return error
-        if req.generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
         if group.in_state(EMPTY):
             return Errors.UNKNOWN_MEMBER_ID
         self.refresh_session(group, req.member_id)
@@ -674,8 +666,7 @@ class GroupMetadataManager:
         group = self.groups.get(req.group_id)
         if group is None:
             responses = [
-                LeaveMemberResponse(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID)
-                for m in req.members
+                LeaveMemberResponse(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in req.members
             ]
             return self.rt.respond(LeaveGroupResponse(Errors.NONE, responses))
         if group.in_state(DEAD):
