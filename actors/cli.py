@@ -69,9 +69,7 @@ def _start_local_ray() -> None:
 @namespace_option
 @address_option
 @click.pass_context
-def start(
-    ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None
-) -> None:
+def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from . import service
 
@@ -152,6 +150,56 @@ def demo(short: bool, storage_path: str | None) -> None:
     ok = run_demo(short=short, storage_path=storage_path)
     if not ok:
         raise CliError("the demo found a problem (see above)")
+
+
+@main.command()
+@click.option(
+    "--storage",
+    "storage_path",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Storage root to analyse (default: the running service's).",
+)
+@click.option(
+    "--report",
+    "reports",
+    multiple=True,
+    type=click.Choice(["commits", "partition_status", "group_status", "lag", "rebalances", "generations"]),
+    help="Only these reports (repeatable; default: all).",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=2),
+    default=10,
+    show_default=True,
+    help="Commits per partition in Burrow's sliding window.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="Rows per report.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Draw commit rate and lag to this PNG.")
+@click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True, help="Spark executors.")
+@click.option("--executor-memory", default="1G", show_default=True)
+@click.option("--now-ms", type=int, default=None, hidden=True, help="Evaluate as of this time (tests).")
+@click.pass_context
+def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, executor_memory, now_ms) -> None:
+    """Analyse committed offsets with Spark on Ray (RayDP): commit rates, Burrow status, lag, rebalances."""
+    from groupcoord.spark import SparkOptions, run_analysis
+
+    if storage_path is None:
+        storage_path = connect_service(ctx.obj["address"], ctx.obj["namespace"]).storage_path
+    rendered = run_analysis(
+        storage_path,
+        spark_options=SparkOptions(num_executors=executors, executor_memory=executor_memory),
+        ray_address=ctx.obj["address"],
+        now_ms=now_ms,
+        window=window,
+        reports=reports or None,
+        limit=limit,
+        plot_path=plot_path,
+    )
+    for r in rendered.values():
+        print_table(r.title + (" (first rows)" if r.truncated else ""), r.columns, r.rows)
+    if plot_path:
+        click.echo(f"plot written to {plot_path}")
 
 
 main.add_command(groups)

@@ -1,0 +1,192 @@
+"""Consumer status per partition and per group, following Burrow's lag evaluation rules.
+
+Burrow (linkedin/Burrow, core/internal/evaluator/caching.go) looks at a window of the last N
+commits of a partition (default 10), each stored with its lag at commit time, plus the current
+lag and the recent log-end offsets, and decides, in this order:
+
+* current lag 0: OK;
+* STOP: (now - last commit time) > (last - first commit time of the window), unless some recent
+  end offset (the last N samples) is at or below the last committed offset;
+* then, only if no commit of the window had lag 0: REWIND if an offset ever decreases in the
+  window, STALL if the offset never changes, WARN if the lag never decreases;
+* otherwise OK.
+
+A group takes its worst partition's status, STOP, STALL and REWIND becoming ERR.
+
+Here a commit's lag is the end offset last reported at or before its commit time minus its
+offset (at least 0; null when no end offset was reported before it). Where a partition has no
+end offsets at all, the current lag is unknown and taken as non-zero, so STOP, REWIND and STALL
+are judged on commit progress alone; WARN needs at least two commits with a known lag (Burrow
+only keeps commits once it knows the broker offset, so its windows always have them). A key
+whose latest record is a tombstone has no committed offset and is left out.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .reports import latest_end_offsets, non_negative, samples_until
+from .schema import COMMIT_KEY, DEFAULT_WINDOW
+
+log = logging.getLogger(__name__)
+
+# Burrow's StatusConstant order: a larger value is worse.
+SEVERITY = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+
+
+def commit_windows(commits: DataFrame, window: int = DEFAULT_WINDOW) -> DataFrame:
+    """The last `window` commits of every key after its last tombstone (one row per commit)."""
+    newest_first = Window.partitionBy(*COMMIT_KEY).orderBy(
+        F.col("log_partition").desc(), F.col("log_offset").desc()
+    )
+    ranked = commits.select(
+        *COMMIT_KEY, "offset", "commit_timestamp", "tombstone", "log_partition", "log_offset"
+    ).select(
+        "*",
+        F.row_number().over(newest_first).alias("_rank"),
+        F.sum(F.col("tombstone").cast("int"))
+        .over(newest_first.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("_tombs"),
+    )
+    return ranked.where((F.col("_tombs") == 0) & (F.col("_rank") <= window)).drop("_rank", "_tombs", "tombstone")
+
+
+def with_commit_lag(windows: DataFrame, samples: DataFrame, now_ms: int) -> DataFrame:
+    """Add `lag`: the end offset last reported at or before each commit, minus its offset (>= 0)."""
+    s = samples_until(samples, now_ms).select(
+        "topic", "partition", F.col("timestamp").alias("_t"), F.lit(0).alias("_kind"), F.col("offset").alias("_end")
+    )
+    c = windows.select("*", F.col("commit_timestamp").alias("_t"), F.lit(1).alias("_kind"))
+    as_of = Window.partitionBy("topic", "partition").orderBy("_t", "_kind").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    joined = c.unionByName(s, allowMissingColumns=True).select(
+        "*", F.last("_end", ignorenulls=True).over(as_of).alias("_end_then")
+    )
+    return joined.where(F.col("_kind") == 1).select(
+        *windows.columns, non_negative(F.col("_end_then") - F.col("offset")).alias("lag")
+    )
+
+
+def _recent_end_offsets(samples: DataFrame, now_ms: int, window: int) -> DataFrame:
+    newest_first = Window.partitionBy("topic", "partition").orderBy(F.col("timestamp").desc())
+    recent = samples_until(samples, now_ms).select(
+        "topic", "partition", "offset", F.row_number().over(newest_first).alias("_rank")
+    )
+    return recent.where(F.col("_rank") <= window).groupBy("topic", "partition").agg(
+        F.collect_list("offset").alias("recent_end_offsets")
+    )
+
+
+_STATUS_SQL = """
+CASE
+  WHEN complete < {min_complete} THEN 'OK'
+  WHEN current_lag = 0 THEN 'OK'
+  WHEN _stopped AND NOT _recent_lag_zero THEN 'STOP'
+  WHEN _lag_always_nonzero AND _rewind THEN 'REWIND'
+  WHEN _lag_always_nonzero AND _stalled THEN 'STALL'
+  WHEN _lag_always_nonzero AND _lag_not_decreasing THEN 'WARN'
+  ELSE 'OK'
+END
+"""
+
+
+def partition_status(
+    commits: DataFrame,
+    samples: DataFrame,
+    now_ms: int,
+    *,
+    window: int = DEFAULT_WINDOW,
+    min_complete: float = 0.0,
+) -> DataFrame:
+    """Burrow's status of every group/topic/partition with a committed offset (see the module doc).
+
+    `complete` is the share of the window that is filled; partitions below `min_complete` are
+    OK, as in Burrow's minimum-complete setting. Columns also show the window's offsets and lags.
+    """
+    if window < 1:
+        raise ValueError(f"window must be at least 1, not {window}")
+    lagged = with_commit_lag(commit_windows(commits, window), samples, now_ms)
+    per_key = lagged.groupBy(*COMMIT_KEY).agg(
+        F.sort_array(F.collect_list(F.struct("log_partition", "log_offset", "offset", "commit_timestamp", "lag")))
+        .alias("w")
+    )
+    ends = latest_end_offsets(samples, now_ms).join(_recent_end_offsets(samples, now_ms, window),
+                                                    ["topic", "partition"], "left")
+    df = per_key.join(ends, ["topic", "partition"], "left")
+    df = df.select(
+        *COMMIT_KEY,
+        "end_offset",
+        F.coalesce("recent_end_offsets", F.array().cast("array<bigint>")).alias("recent_end_offsets"),
+        F.size("w").alias("window_commits"),
+        F.expr("transform(w, x -> x.offset)").alias("window_offsets"),
+        F.expr("transform(w, x -> x.lag)").alias("window_lags"),
+        F.expr("w[0].commit_timestamp").alias("window_start_ms"),
+        F.expr("element_at(w, -1).commit_timestamp").alias("window_end_ms"),
+        F.expr("element_at(w, -1).offset").alias("committed_offset"),
+    )
+    df = df.select(
+        "*",
+        non_negative(F.col("end_offset") - F.col("committed_offset")).alias("current_lag"),
+        (F.col("window_commits") / float(window)).alias("complete"),
+        F.expr("filter(window_lags, l -> l IS NOT NULL)").alias("_lags"),
+    )
+    df = df.select(
+        "*",
+        (F.lit(now_ms) - F.col("window_end_ms") > F.col("window_end_ms") - F.col("window_start_ms")).alias("_stopped"),
+        F.expr("coalesce(exists(recent_end_offsets, b -> b <= committed_offset), false)").alias("_recent_lag_zero"),
+        F.expr("NOT exists(window_lags, l -> coalesce(l = 0, false))").alias("_lag_always_nonzero"),
+        F.expr(
+            "exists(transform(slice(window_offsets, 2, window_commits), (x, i) -> x < window_offsets[i]), b -> b)"
+        ).alias("_rewind"),
+        (F.size(F.array_distinct("window_offsets")) == 1).alias("_stalled"),
+        F.expr(
+            "size(_lags) >= 2 AND NOT exists(transform(slice(_lags, 2, size(_lags)), (x, i) -> x < _lags[i]), b -> b)"
+        ).alias("_lag_not_decreasing"),
+    )
+    status = F.expr(_STATUS_SQL.format(min_complete=float(min_complete)))
+    return df.select(
+        *COMMIT_KEY,
+        status.alias("status"),
+        "committed_offset",
+        "end_offset",
+        "current_lag",
+        "complete",
+        "window_commits",
+        "window_start_ms",
+        "window_end_ms",
+        "window_offsets",
+        "window_lags",
+    ).orderBy(*COMMIT_KEY)
+
+
+def group_status(partitions: DataFrame) -> DataFrame:
+    """Per group: the worst partition status (STOP, STALL, REWIND become ERR), lag totals, max lag."""
+    sev = F.create_map(*[x for name, value in SEVERITY.items() for x in (F.lit(name), F.lit(value))])
+    df = partitions.select("*", sev[F.col("status")].alias("_sev"))
+    agg = df.groupBy("group").agg(
+        F.max("_sev").alias("_worst"),
+        F.count(F.lit(1)).alias("partitions"),
+        F.sum(F.when(F.col("status") != "OK", 1).otherwise(0)).cast("long").alias("partitions_not_ok"),
+        F.sum("current_lag").alias("total_lag"),
+        F.max(F.when(F.col("current_lag").isNotNull(),
+                     F.struct("current_lag", "topic", "partition", "status"))).alias("_max"),
+        F.avg(F.when(F.col("complete") >= 1.0, 1.0).otherwise(0.0)).alias("complete"),
+        F.max(F.struct("_sev", "status")).alias("_worst_partition"),
+    )
+    group = F.when(F.col("_worst") >= SEVERITY["ERR"], "ERR").when(F.col("_worst") == SEVERITY["WARN"], "WARN")
+    return agg.select(
+        "group",
+        group.otherwise("OK").alias("status"),
+        F.col("_worst_partition.status").alias("worst_partition_status"),
+        "partitions",
+        "partitions_not_ok",
+        "total_lag",
+        F.col("_max.topic").alias("max_lag_topic"),
+        F.col("_max.partition").alias("max_lag_partition"),
+        F.col("_max.current_lag").alias("max_lag"),
+        "complete",
+    ).orderBy("group")

@@ -1,0 +1,168 @@
+"""Decode an offset range of one offsets partition's log into Arrow tables of commits and groups.
+
+This is the unit of loading work: it runs in a Ray task (or on the driver for the local,
+pandas-based reports) and reads through groupcoord.storage's reader, which takes a consistent
+snapshot of the partition and stops at the last complete entry of a segment still being written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from groupcoord.protocol.records import GroupMetadataKey, OffsetCommitKey
+from groupcoord.storage import list_segments, read_partition
+from groupcoord.storage.segment import parse_segment_file_name
+
+from .schema import COMMITS_SCHEMA, GROUPS_SCHEMA
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LogRange:
+    """Offsets [start_offset, end_offset) of one offsets partition's log; end None means to the end."""
+
+    log_partition: int
+    directory: str
+    start_offset: int
+    end_offset: int | None
+    size_bytes: int = 0
+
+
+@dataclass
+class DecodedRange:
+    """The commits and group-metadata records of one LogRange, as Arrow tables."""
+
+    commits: pa.Table
+    groups: pa.Table
+    records: int
+    next_offset: int
+
+
+def decode_range(part: LogRange) -> DecodedRange:
+    """Read `part` through storage's reader and split its records into the two tables."""
+    c_group: list[str] = []
+    c_topic: list[str] = []
+    c_part: list[int] = []
+    c_offset: list[int | None] = []
+    c_epoch: list[int | None] = []
+    c_meta: list[str | None] = []
+    c_cts: list[int | None] = []
+    c_ets: list[int | None] = []
+    c_tomb: list[bool] = []
+    c_pos: list[int] = []
+    c_lts: list[int] = []
+    g_rows: dict[str, list] = {name: [] for name in GROUPS_SCHEMA.names}
+    end = part.end_offset
+    next_offset = part.start_offset
+    records = 0
+    with closing(read_partition(part.directory, part.start_offset)) as log_records:
+        for offset, ts, (key, value) in log_records:
+            if end is not None and offset >= end:
+                break
+            records += 1
+            next_offset = offset + 1
+            if type(key) is OffsetCommitKey:
+                c_group.append(key.group)
+                c_topic.append(key.topic)
+                c_part.append(key.partition)
+                if value is None:
+                    c_offset.append(None)
+                    c_epoch.append(None)
+                    c_meta.append(None)
+                    c_cts.append(None)
+                    c_ets.append(None)
+                    c_tomb.append(True)
+                else:
+                    c_offset.append(value.offset)
+                    c_epoch.append(value.leader_epoch)
+                    c_meta.append(value.metadata)
+                    c_cts.append(value.commit_timestamp)
+                    c_ets.append(value.expire_timestamp)
+                    c_tomb.append(False)
+                c_pos.append(offset)
+                c_lts.append(ts)
+            elif type(key) is GroupMetadataKey:
+                _add_group_row(g_rows, key, value, part.log_partition, offset, ts)
+            else:  # pragma: no cover - record_from_obj only builds the two key types
+                log.warning("%s: skipping a record with unknown key %r at offset %d", part.directory, key, offset)
+    n = len(c_group)
+    commits = pa.table(
+        [
+            pa.array(c_group, pa.string()),
+            pa.array(c_topic, pa.string()),
+            pa.array(c_part, pa.int32()),
+            pa.array(c_offset, pa.int64()),
+            pa.array(c_epoch, pa.int32()),
+            pa.array(c_meta, pa.string()),
+            pa.array(c_cts, pa.int64()),
+            pa.array(c_ets, pa.int64()),
+            pa.array(c_tomb, pa.bool_()),
+            pa.array([part.log_partition] * n, pa.int32()),
+            pa.array(c_pos, pa.int64()),
+            pa.array(c_lts, pa.int64()),
+        ],
+        schema=COMMITS_SCHEMA,
+    )
+    groups = pa.Table.from_pydict(g_rows, schema=GROUPS_SCHEMA)
+    return DecodedRange(commits, groups, records, next_offset)
+
+
+def _add_group_row(rows: dict[str, list], key: GroupMetadataKey, value, log_partition: int, offset: int,
+                   ts: int) -> None:
+    rows["group"].append(key.group)
+    if value is None:
+        for name in ("generation", "protocol_type", "protocol", "leader", "member_count", "members"):
+            rows[name].append(None)
+        rows["timestamp"].append(ts)
+        rows["tombstone"].append(True)
+    else:
+        rows["generation"].append(value.generation)
+        rows["protocol_type"].append(value.protocol_type)
+        rows["protocol"].append(value.protocol)
+        rows["leader"].append(value.leader)
+        rows["member_count"].append(len(value.members))
+        rows["members"].append(
+            [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "rebalance_timeout": m.rebalance_timeout,
+                    "session_timeout": m.session_timeout,
+                }
+                for m in value.members
+            ]
+        )
+        state_ts = value.current_state_timestamp
+        rows["timestamp"].append(state_ts if state_ts is not None and state_ts >= 0 else ts)
+        rows["tombstone"].append(False)
+    rows["log_partition"].append(log_partition)
+    rows["log_offset"].append(offset)
+    rows["log_timestamp"].append(ts)
+
+
+def plan_ranges(directory: str | os.PathLike[str], log_partition: int) -> list[LogRange]:
+    """One LogRange per segment file of a partition directory (the last one open-ended).
+
+    Ranges are offset ranges, not files: a task reads its range from a fresh snapshot of the
+    partition, so a compaction that replaces segments meanwhile cannot make it miss a file.
+    """
+    paths = list_segments(directory)
+    bases = [parse_segment_file_name(p.name) or 0 for p in paths]
+    ranges = []
+    for i, (base, path) in enumerate(zip(bases, paths, strict=True)):
+        end = bases[i + 1] if i + 1 < len(bases) else None
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        ranges.append(LogRange(log_partition, str(Path(directory)), base, end, size))
+    return ranges

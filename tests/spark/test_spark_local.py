@@ -1,0 +1,156 @@
+"""Loading and the reports without Spark: decoding ranges, torn tails, pandas reports, rendering."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pandas as pd
+import pytest
+import spark_history as h
+
+from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.spark.decode import decode_range, plan_ranges
+from groupcoord.spark.end_offsets import end_offset_samples
+from groupcoord.spark.loader import load_local, plan_load, storage_partitions
+from groupcoord.spark.local_reports import commit_summary_local, lag_report_local, partition_status_local
+from groupcoord.spark.render import format_duration, format_instant, format_table, render_rows
+from groupcoord.spark.session import SparkOptions
+from groupcoord.storage import StorageRoot
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """The generated history, decoded on the driver, and its end-offset samples."""
+    root = h.write_history(tmp_path_factory.mktemp("history"))
+    commits, groups = load_local(root, progress=None)
+    return root, commits, groups, end_offset_samples(root)
+
+
+def _nan_to_none(value):
+    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def _rows(df: pd.DataFrame) -> list[dict]:
+    return [{k: _nan_to_none(v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def test_a_torn_last_entry_is_read_up_to_the_last_complete_entry(tmp_path):
+    root, complete = h.write_torn_log(tmp_path / "torn")
+    (part,) = plan_load(root)
+    decoded = decode_range(part)
+    assert decoded.records == complete
+    assert decoded.next_offset == complete
+    assert decoded.commits.column("log_offset").to_pylist() == list(range(complete))
+    assert decoded.commits.column("offset").to_pylist() == [10 * i + j for i in range(4) for j in range(3)]
+
+
+def test_a_segment_still_being_appended_to_is_read_as_far_as_it_is_written(tmp_path):
+    storage = StorageRoot(tmp_path / "live", 1)
+    log = storage.open_partition(0, sync="never", clock=lambda: h.T0)
+    try:
+        for i in range(3):
+            log.append([Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(i, 1, "", h.T0 + i, -1))])
+        log.flush()
+        log.append([Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(99, 1, "", h.T0, -1))])  # staged only
+        commits, _ = load_local(tmp_path / "live", progress=None)
+        assert commits.column("offset").to_pylist() == [0, 1, 2]
+        log.flush()
+        commits, _ = load_local(tmp_path / "live", progress=None)
+        assert commits.column("offset").to_pylist() == [0, 1, 2, 99]
+    finally:
+        log.close()
+
+
+def test_ranges_follow_segments_and_cover_every_record_once(history):
+    root, commits, groups, _ = history
+    parts = dict(storage_partitions(root))
+    ranges = plan_ranges(parts[0], 0)
+    assert len(ranges) > 2
+    assert ranges[0].start_offset == 0 and ranges[-1].end_offset is None
+    assert all(a.end_offset == b.start_offset for a, b in itertools.pairwise(ranges))
+    decoded = [decode_range(r) for r in ranges]
+    offsets = [o for d in decoded for t in (d.commits, d.groups) for o in t.column("log_offset").to_pylist()]
+    assert sorted(offsets) == list(range(sum(1 for e in h.events() if e[0] == 0)))
+    assert commits.num_rows + groups.num_rows == len(h.events())
+
+
+def test_progress_is_reported_once_per_range(history):
+    root = history[0]
+    events = []
+    load_local(root, progress=events.append)
+    assert [e.done for e in events] == list(range(1, len(plan_load(root)) + 1))
+    assert all(e.total == len(events) for e in events)
+    assert sum(e.records for e in events) == len(h.events())
+    assert "offsets partition" in events[0].line()
+
+
+def test_tombstones_are_rows_marked_as_such(history):
+    _, commits, groups, _ = history
+    rows = [r for r in commits.to_pylist() if r["group"] == "delta" and r["tombstone"]]
+    assert len(rows) == 1 and rows[0]["offset"] is None and rows[0]["log_timestamp"] == h.DELTA_DELETED
+    (tomb,) = [r for r in groups.to_pylist() if r["tombstone"]]
+    assert tomb["group"] == "delta" and tomb["generation"] is None and tomb["timestamp"] == h.ms(70)
+    alpha = [r for r in groups.to_pylist() if r["group"] == "alpha"]
+    assert [r["generation"] for r in alpha] == [1, 1, 2, 2, 3, 3]
+    assert alpha[-1]["members"][0] == {
+        "member_id": "m2", "group_instance_id": None, "client_id": "client-m2", "client_host": "/10.0.0.1",
+        "rebalance_timeout": 60_000, "session_timeout": 10_000,
+    }
+
+
+def test_local_commit_summary(history):
+    _, commits, _, _ = history
+    rows = _rows(commit_summary_local(commits, h.NOW))
+    assert h.by_key(rows, h.COMMIT_COLUMNS) == h.EXPECTED_COMMITS
+
+
+def test_local_partition_status(history):
+    _, commits, _, samples = history
+    rows = _rows(partition_status_local(commits, samples, h.NOW))
+    assert h.by_key(rows, h.STATUS_COLUMNS) == h.EXPECTED_STATUS
+    windows = h.by_key(rows, ["window_offsets", "window_lags", "window_start_ms", "window_end_ms"])
+    for key, expected in h.EXPECTED_WINDOWS.items():
+        assert windows[key] == expected
+
+
+def test_local_lag_report(history):
+    _, commits, _, samples = history
+    rows = _rows(lag_report_local(commits, samples, h.NOW))
+    assert h.by_key(rows, h.LAG_COLUMNS) == h.EXPECTED_LAG
+
+
+def test_end_offsets_from_a_user_table():
+    samples = end_offset_samples(end_offsets={("audit", 0): 250}, now_ms=h.NOW)
+    assert samples.to_pylist() == [{"topic": "audit", "partition": 0, "offset": 250, "timestamp": h.NOW}]
+    listed = end_offset_samples(end_offsets=[("a", 1, 5, 7), {"topic": "b", "partition": 0, "offset": 1,
+                                                                 "timestamp": 2}])
+    assert listed.column("topic").to_pylist() == ["a", "b"]
+    with pytest.raises(ValueError):
+        end_offset_samples(end_offsets={("a", 0): 1})
+
+
+def test_a_directory_without_storage_metadata_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a groupcoord storage root"):
+        plan_load(tmp_path)
+
+
+def test_rendering():
+    assert [format_duration(v) for v in (250, 5000, 185_000, 7_380_000, 93_600_000, -5000)] == [
+        "250ms", "5.0s", "3m05s", "2h03m", "1d02h", "-5.0s"]
+    assert format_instant(h.ms(5)) == "2023-11-14T22:13:25.000Z"
+    df = pd.DataFrame({"group": ["a", "b"], "last_commit_ms": [h.ms(5), None], "time_lag_ms": [10_000, None],
+                       "commit_rate": [0.1, None], "deleted": [True, False], "window_offsets": [[1, 2], []]})
+    r = render_rows(df, title="t", limit=1)
+    assert r.truncated and r.rows == [["a", "2023-11-14T22:13:25.000Z", "10.0s", "0.100", "yes", "1,2"]]
+    text = format_table(render_rows(df))
+    assert text.splitlines()[2].split() == ["b", "-", "-", "-", "no"]
+
+
+def test_spark_options_fit_one_machine_by_default():
+    conf = SparkOptions().spark_configs()
+    assert conf["spark.sql.shuffle.partitions"] == "2" and conf["spark.ui.enabled"] == "false"
+    big = SparkOptions(num_executors=4, executor_cores=4, configs={"spark.ui.enabled": "true"}).spark_configs()
+    assert big["spark.sql.shuffle.partitions"] == "32" and big["spark.ui.enabled"] == "true"
