@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 INT64_MAX = 2**63 - 1
 NO_OFFSET = OffsetFetchPartition(-1, "", -1, Errors.NONE)
 
+_new = tuple.__new__
+
 
 def java_string_length(s: str) -> int:
     """Java's String.length(): the number of UTF-16 code units."""
@@ -55,6 +57,7 @@ class OffsetMetadataManager:
         self.groups = groups
         self.config = config
         self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        self._topics: dict[str, str] = {}
 
     # --- state and replay ------------------------------------------------------------------
 
@@ -71,23 +74,28 @@ class OffsetMetadataManager:
 
         As in Kafka's Java replay, an offset of a group that does not exist creates a simple group.
         """
-        tp = TopicPartition(key.topic, key.partition)
+        group_id, topic, partition = key
         if value is None:
-            offsets = self._offsets.get(key.group)
+            offsets = self._offsets.get(group_id)
             if offsets is not None:
-                offsets.pop(tp, None)
+                offsets.pop((topic, partition), None)
                 if not offsets:
-                    del self._offsets[key.group]
+                    del self._offsets[group_id]
             return
-        if self.groups.get_group(key.group) is None:
-            self.groups.create_simple_group(key.group)
-        self._offsets.setdefault(key.group, {})[tp] = value
+        if group_id not in self.groups.groups:
+            self.groups.create_simple_group(group_id)
+        offsets = self._offsets.get(group_id)
+        if offsets is None:
+            offsets = self._offsets[group_id] = {}
+        # One str object per topic name instead of one per stored offset (replay decodes a new one each time).
+        topic = self._topics.setdefault(topic, topic)
+        offsets[_new(TopicPartition, (topic, partition))] = value
 
     # --- OffsetCommit ----------------------------------------------------------------------
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """Validate the committer against the group, then write one record per partition."""
-        partitions = [TopicPartition(*tp) for tp in req.offsets]
+        partitions = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in req.offsets]
         group = self.groups.get_group(req.group_id)
         error = self._validate_commit(group, req)
         if error != Errors.NONE:
@@ -98,16 +106,20 @@ class OffsetMetadataManager:
         now = self.rt.now()
         expire = -1 if req.retention_time_ms == -1 else min(now + req.retention_time_ms, INT64_MAX)
         max_metadata = self.config.offset_metadata_max_bytes
-        errors: dict[TopicPartition, Errors] = {}
+        group_id = req.group_id
+        errors: dict[TopicPartition, Errors] = dict.fromkeys(partitions, Errors.NONE)
         records: list[Record] = []
+        append = records.append
+        new = _new
         for tp, (offset, metadata, leader_epoch) in zip(partitions, req.offsets.values(), strict=True):
-            if java_string_length(metadata) > max_metadata:
+            # A str has at most 2 UTF-16 units per character, so only long metadata needs measuring.
+            if 2 * len(metadata) > max_metadata and java_string_length(metadata) > max_metadata:
                 errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
                 continue
-            errors[tp] = Errors.NONE
-            key = OffsetCommitKey(req.group_id, tp.topic, tp.partition)
-            value = OffsetCommitValue(int(offset), int(leader_epoch), str(metadata), now, expire)
-            records.append(Record(key, value))
+            # tuple.__new__ builds the NamedTuples without their Python-level __new__ (the hot path).
+            key = new(OffsetCommitKey, (group_id, tp[0], tp[1]))
+            value = new(OffsetCommitValue, (int(offset), int(leader_epoch), str(metadata), now, expire))
+            append(new(Record, (key, value)))
         # The first record of an unknown group creates it as a simple group when it is replayed.
         self.rt.append(records)
         return self.rt.respond(OffsetCommitResponse(errors))

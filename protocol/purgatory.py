@@ -4,21 +4,38 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Callable, Hashable
+from typing import Any, Callable, Hashable
+
+# A timer is a list [deadline_ms, seq, callback, heap_seq]: seq orders timers with equal
+# deadlines by scheduling time; heap_seq names the one heap entry that stands for the timer.
+_DEADLINE, _SEQ, _CALLBACK, _HEAP_SEQ = 0, 1, 2, 3
 
 
 class Purgatory:
-    """Timers by key: scheduling a key again replaces its timer; fire_due runs due ones in deadline order."""
+    """Timers by key: scheduling a key again replaces its timer; fire_due runs due ones in deadline order.
+
+    Re-arming a timer for later (as every heartbeat does) only updates it: its heap entry keeps
+    the earlier deadline and is pushed again with the real one when it surfaces. So the heap
+    holds one entry per armed timer (plus cancelled ones not yet popped), not one per heartbeat,
+    and timers still fire in (deadline, scheduling order).
+    """
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Hashable]] = []
-        self._timers: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}
+        self._timers: dict[Hashable, list[Any]] = {}
         self._seq = itertools.count()
 
     def schedule(self, key: Hashable, deadline_ms: int, callback: Callable[[], None]) -> None:
         """Arm (or re-arm) the timer `key` to run `callback` at `deadline_ms`."""
         seq = next(self._seq)
-        self._timers[key] = (deadline_ms, seq, callback)
+        timer = self._timers.get(key)
+        if timer is not None and timer[_DEADLINE] <= deadline_ms:
+            # Its heap entry is no later than the new deadline: update in place, fix up when it surfaces.
+            timer[_DEADLINE] = deadline_ms
+            timer[_SEQ] = seq
+            timer[_CALLBACK] = callback
+            return
+        self._timers[key] = [deadline_ms, seq, callback, seq]
         heapq.heappush(self._heap, (deadline_ms, seq, key))
 
     def cancel(self, key: Hashable) -> None:
@@ -28,7 +45,7 @@ class Purgatory:
     def deadline(self, key: Hashable) -> int | None:
         """When the timer `key` fires, or None if it is not armed."""
         t = self._timers.get(key)
-        return None if t is None else t[0]
+        return None if t is None else t[_DEADLINE]
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._timers
@@ -38,26 +55,33 @@ class Purgatory:
 
     def next_deadline(self) -> int | None:
         """The earliest armed deadline, or None when nothing is armed."""
-        self._drop_stale()
+        self._settle_top()
         return self._heap[0][0] if self._heap else None
 
     def fire_due(self, now_ms: int) -> int:
         """Run every timer due at `now_ms`, including those that firing arms; returns how many ran."""
         fired = 0
         while True:
-            self._drop_stale()
+            self._settle_top()
             if not self._heap or self._heap[0][0] > now_ms:
                 return fired
             _, _, key = heapq.heappop(self._heap)
-            _, _, callback = self._timers.pop(key)
+            callback = self._timers.pop(key)[_CALLBACK]
             callback()
             fired += 1
 
-    def _drop_stale(self) -> None:
+    def _settle_top(self) -> None:
+        """Pop cancelled entries and re-push re-armed ones until the top entry is exact (or none is left)."""
         heap = self._heap
+        timers = self._timers
         while heap:
-            _deadline, seq, key = heap[0]
-            t = self._timers.get(key)
-            if t is not None and t[1] == seq:
+            _, seq, key = heap[0]
+            t = timers.get(key)
+            if t is None or t[_HEAP_SEQ] != seq:
+                heapq.heappop(heap)  # cancelled, or replaced by an earlier entry
+            elif t[_SEQ] != seq:
+                # Re-armed since this entry was pushed: it moves to its real (deadline, seq).
+                t[_HEAP_SEQ] = t[_SEQ]
+                heapq.heapreplace(heap, (t[_DEADLINE], t[_SEQ], key))
+            else:
                 return
-            heapq.heappop(heap)

@@ -20,6 +20,8 @@ GROUP_METADATA_KEY_TYPE = 2
 OFFSET_COMMIT_VALUE_VERSION = 0
 GROUP_METADATA_VALUE_VERSION = 0
 
+_new = tuple.__new__
+
 
 class RecordFormatError(ValueError):
     """A stored record cannot be decoded: the log holds bytes this version does not understand."""
@@ -120,8 +122,11 @@ def record_from_obj(obj: list) -> Record:
             if v is not None:
                 if v[0] != OFFSET_COMMIT_VALUE_VERSION:
                     raise RecordFormatError(f"offset commit value version {v[0]} is not supported")
-                v = OffsetCommitValue(v[1], v[2], v[3], v[4], v[5])
-            return Record(OffsetCommitKey(obj[1], obj[2], obj[3]), v)
+                if len(v) < 6:
+                    raise IndexError("offset commit value has too few fields")
+                v = _new(OffsetCommitValue, v[1:6])
+            # tuple.__new__ builds the NamedTuples without their Python-level __new__ (replay's hot path).
+            return _new(Record, (_new(OffsetCommitKey, obj[1:4]), v))
         if kind == GROUP_METADATA_KEY_TYPE:
             v = obj[2]
             if v is not None:
@@ -132,6 +137,22 @@ def record_from_obj(obj: list) -> Record:
     except (IndexError, TypeError) as e:
         raise RecordFormatError(f"malformed record {obj!r}: {e}") from e
     raise RecordFormatError(f"unknown record key type {obj[0]!r}")
+
+
+def records_from_objs(objs: Iterable[list]) -> list[Record]:
+    """Rebuild the records of a batch, as record_from_obj does one by one (replay's hot path)."""
+    out: list[Record] = []
+    append = out.append
+    new = _new
+    for obj in objs:
+        # The common record, an offset commit with a version-0 value, without a function call.
+        if type(obj) is list and len(obj) == 5 and obj[0] == OFFSET_COMMIT_KEY_TYPE:
+            v = obj[4]
+            if type(v) is list and len(v) == 6 and v[0] == OFFSET_COMMIT_VALUE_VERSION:
+                append(new(Record, (new(OffsetCommitKey, obj[1:4]), new(OffsetCommitValue, v[1:]))))
+                continue
+        append(record_from_obj(obj))
+    return out
 
 
 def encode_record(record: Record) -> bytes:
@@ -147,8 +168,13 @@ def decode_record(data: bytes) -> Record:
 def encode_batch(records: Iterable[Record]) -> bytes:
     """Records packed back to back: the payload of one log entry."""
     packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+    pack = packer.pack
     for r in records:
-        packer.pack(record_to_obj(r))
+        key, value = r
+        if type(key) is OffsetCommitKey:  # record_to_obj inlined for the common record
+            pack([OFFSET_COMMIT_KEY_TYPE, *key, None if value is None else [OFFSET_COMMIT_VALUE_VERSION, *value]])
+        else:
+            pack(record_to_obj(r))
     return packer.bytes()
 
 

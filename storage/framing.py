@@ -34,7 +34,7 @@ from typing import BinaryIO, Iterator
 
 import msgpack
 
-from groupcoord.protocol.records import Record, RecordFormatError, record_from_obj
+from groupcoord.protocol.records import Record, RecordFormatError, records_from_objs
 
 from .errors import CorruptLogError
 
@@ -233,7 +233,7 @@ class BatchDecoder:
         unpacker.feed(entry.payload)
         self._fed += len(entry.payload)
         try:
-            records = list(map(record_from_obj, unpacker))
+            records = records_from_objs(unpacker)
         except (RecordFormatError, ValueError, msgpack.FormatError, msgpack.StackError) as e:
             self._reset()
             raise CorruptLogError(self.path, entry.position, f"undecodable records: {e}") from e

@@ -14,6 +14,7 @@ written; for tests and benchmarks).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -26,7 +27,7 @@ from groupcoord.protocol.records import Record, encode_batch
 
 from .compaction import CompactionResult, Compactor, StepHook, recover_directory
 from .errors import CompactionError, CorruptLogError, LogClosedError, StorageError
-from .framing import EntryScanner, entry_header
+from .framing import BatchDecoder, EntryScanner, entry_header
 from .reader import LogRecord, iter_file_log_records, iter_file_records
 from .segment import FsyncFn, Segment, fsync_directory, list_segment_files, os_fsync, segment_file_name
 
@@ -293,7 +294,19 @@ class PartitionLog:
 
     def replay(self) -> Iterator[Record]:
         """Every record of the log in order: what a restarted shard loads."""
-        return self._read(0, with_offsets=False)
+        return itertools.chain.from_iterable(self.replay_batches())
+
+    def replay_batches(self) -> Iterator[list[Record]]:
+        """The records of the log in order, a list per entry (as appended): replay without a step per record."""
+        opened = self._snapshot()
+        try:
+            for seg, size, f in opened:
+                decoder = BatchDecoder(seg.path)
+                for entry in EntryScanner(f, seg.path, size, min_offset=seg.base_offset):
+                    yield decoder.decode(entry)
+        finally:
+            for _, _, f in opened:
+                f.close()
 
     def read(self, start_offset: int = 0) -> Iterator[LogRecord]:
         """Like iter_records, with each record's offset and append timestamp."""
