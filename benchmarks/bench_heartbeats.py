@@ -1,0 +1,354 @@
+"""Heartbeat capacity of one partition actor, raised step by step until the first false session expiry.
+
+Each step forms fresh consumer groups (10 members each by default) in a few driver processes,
+which heartbeat every member at its interval (phases spread evenly) while the groups form and
+for a measured window of at least two session timeouts; then the members leave. A member that
+heartbeats in time must never expire: any heartbeat answered with an error (UNKNOWN_MEMBER_ID,
+REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION) counts as a failure, and it is a *false* expiry when
+the driver never left a gap of a session timeout between that member's heartbeats. Two client
+shapes: each driver sends the heartbeats due in a tick in one `batch` actor call (how a process
+hosting many members would), or one actor call per heartbeat. The knee is the highest offered
+rate with no failure that was served at >= 95%. The pure shard's CPU cost per heartbeat is
+measured in-process for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import itertools
+import logging
+import sys
+import time
+from typing import Any
+
+import ray
+
+from benchmarks import clients, common
+from groupcoord.protocol import Errors
+from groupcoord.protocol.messages import (
+    DescribeGroupsRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+    MemberIdentity,
+)
+
+log = logging.getLogger(__name__)
+
+SERVED_FRACTION = 0.95
+TARGET_RATE = 5000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of this benchmark."""
+    common.add_common_arguments(parser, default_trials=1)
+    parser.add_argument("--rates", type=common.ints, default=None,
+                        help="offered heartbeats/s of the batched steps (default 1k,2.5k,5k,10k,20k,40k)")
+    parser.add_argument("--call-rates", type=common.ints, default=None,
+                        help="offered heartbeats/s with one actor call per heartbeat (default 250,500,1k,2k)")
+    parser.add_argument("--session-ms", type=int, default=None, help="session timeout (default 3000)")
+    parser.add_argument("--interval-ms", type=int, default=None, help="heartbeat interval (default 1000)")
+    parser.add_argument("--group-size", type=int, default=10, help="members per group")
+    parser.add_argument("--window", type=float, default=None, help="measured seconds per step (default 2 sessions)")
+    parser.add_argument("--tick-ms", type=int, default=20, help="how often a driver sends what is due")
+    parser.add_argument("--drivers", type=int, default=2, help="client processes")
+    parser.add_argument("--no-stop", action="store_true", help="run every step even after the knee")
+
+
+def _sizes(args: argparse.Namespace) -> dict:
+    # Tiny (the smoke test) uses a long session: it checks the plumbing, not the machine.
+    session = args.session_ms or common.preset(args, 3000, 3000, 5000)
+    return {
+        "rates": args.rates or common.preset(args, [1000, 2500, 5000, 10_000, 20_000, 40_000],
+                                             [2000, 5000, 10_000], [200]),
+        "call_rates": args.call_rates if args.call_rates is not None
+        else common.preset(args, [250, 500, 1000, 2000], [500, 1000], [50]),
+        "session_ms": session,
+        "interval_ms": args.interval_ms or common.preset(args, session // 3, session // 3, 500),
+        "window_s": args.window or common.preset(args, 2 * session / 1000, 2 * session / 1000, 1.0),
+        "group_size": args.group_size,
+        "tick_s": args.tick_ms / 1000,
+        "drivers": args.drivers,
+    }
+
+
+class _Member:
+    __slots__ = ("error", "group", "last_sent", "max_gap", "ref")
+
+    def __init__(self, ref: clients.MemberRef) -> None:
+        self.ref = ref
+        self.group = ref.group
+        self.last_sent = 0.0
+        self.max_gap = 0.0
+        self.error: Errors | None = None
+
+
+async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], interval_s: float, session_ms: int,
+                         start_at: float, window_s: float, batched: bool, tick_s: float) -> dict:
+    """Form `groups` and heartbeat their members at `interval_s` for `window_s` once formed; check them, leave.
+
+    Runs in a driver process. Heartbeats answered in the window (from `start_at`, or once all
+    groups are formed if later) count.
+    """
+    began = time.time()
+    end = [float("inf")]
+    heap: list[tuple[float, int, _Member]] = []
+    seq = itertools.count()
+    latencies: list[float] = []
+    failures: dict[str, int] = {}
+    answered = [0]
+    in_flight: set[asyncio.Task] = set()
+    members: list[_Member] = []
+    formed_at = [float("inf")]
+
+    async def send_batch(caller: Any, due: list[_Member], sent: float) -> None:
+        reqs = [HeartbeatRequest(m.group, m.ref.generation, m.ref.member_id) for m in due]
+        if batched:
+            resps = await caller.batch([("heartbeat", r) for r in reqs])
+        else:
+            resps = await asyncio.gather(*(caller("heartbeat", r) for r in reqs))
+        done = time.time()
+        counted = max(start_at, formed_at[0]) <= done <= end[0]
+        for m, r in zip(due, resps, strict=True):
+            if r.error != Errors.NONE:
+                if m.error is None:
+                    m.error = r.error
+                    failures[r.error.name] = failures.get(r.error.name, 0) + 1
+                continue
+            if counted:
+                answered[0] += 1
+            heapq.heappush(heap, (sent + interval_s, next(seq), m))
+        if counted:
+            latencies.append(done - sent)
+
+    async def send_one(caller: Any, m: _Member, sent: float) -> None:
+        r = await caller("heartbeat", HeartbeatRequest(m.group, m.ref.generation, m.ref.member_id))
+        done = time.time()
+        if r.error != Errors.NONE:
+            if m.error is None:
+                m.error = r.error
+                failures[r.error.name] = failures.get(r.error.name, 0) + 1
+            return
+        if max(start_at, formed_at[0]) <= done <= end[0]:
+            answered[0] += 1
+            latencies.append(done - sent)
+        heapq.heappush(heap, (sent + interval_s, next(seq), m))
+
+    def spawn(coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
+
+    async def scheduler() -> None:
+        while time.time() < end[0]:
+            now = time.time()
+            due: dict[int, list[_Member]] = {}
+            while heap and heap[0][0] <= now:
+                m = heapq.heappop(heap)[2]
+                m.max_gap = max(m.max_gap, now - m.last_sent)
+                m.last_sent = now
+                due.setdefault(m.ref.partition, []).append(m)
+            for p, ms in due.items():
+                if batched:
+                    spawn(send_batch(callers[p], ms, now))
+                else:
+                    for m in ms:
+                        spawn(send_one(callers[p], m, now))
+            await asyncio.sleep(tick_s)
+
+    sched = asyncio.ensure_future(scheduler())
+    # Form the groups a few at a time; each formed member starts heartbeating at once, its phase
+    # spread over the interval (the SyncGroup that completed its join restarted its session).
+    step = max(1, 500 // max(1, groups[0][2])) if groups else 1
+    for lo in range(0, len(groups), step):
+        formed = await clients.form_groups(callers, groups[lo : lo + step], session_ms=session_ms)
+        now = time.time()
+        for group_members in formed:
+            for ref in group_members:
+                m = _Member(ref)
+                m.last_sent = now
+                members.append(m)
+                heapq.heappush(heap, (now + (len(members) * 0.618 % 1.0) * interval_s, next(seq), m))
+    formed_at[0] = time.time()
+    end[0] = max(start_at, formed_at[0]) + window_s
+    await sched
+    if in_flight:
+        await asyncio.wait(in_flight, timeout=session_ms / 1000)
+    # Ground truth before leaving: every group still Stable with all its members?
+    by_partition: dict[int, list[str]] = {}
+    for g, p, _ in groups:
+        by_partition.setdefault(p, []).append(g)
+    unstable = missing = 0
+    expected = {g: n for g, _, n in groups}
+    for p, gids in by_partition.items():
+        described = await callers[p]("describe_groups", DescribeGroupsRequest(gids))
+        for d in described.groups:
+            if d.group_state != "Stable":
+                unstable += 1
+            missing += expected[d.group_id] - len(d.members)
+    leaves: dict[int, list] = {}
+    by_group: dict[str, list[_Member]] = {}
+    for m in members:
+        by_group.setdefault(m.group, []).append(m)
+    for g, ms in by_group.items():
+        req = LeaveGroupRequest(g, [MemberIdentity(m.ref.member_id) for m in ms])
+        leaves.setdefault(ms[0].ref.partition, []).append(("leave_group", req))
+    for p, calls in leaves.items():
+        await callers[p].batch(calls)
+    session_s = session_ms / 1000
+    failed = [m for m in members if m.error is not None]
+    return {
+        "members": len(members),
+        "formed_s": formed_at[0] - began,
+        "window_s": window_s,
+        "answered": answered[0],
+        "latencies": latencies,
+        "failures": failures,
+        "failed_members": len(failed),
+        "false_expiries": sum(1 for m in failed if m.error == Errors.UNKNOWN_MEMBER_ID and m.max_gap < session_s),
+        "client_late_members": sum(1 for m in members if m.max_gap >= session_s),
+        "max_client_gap_s": max((m.max_gap for m in members), default=0.0),
+        "unstable_groups": unstable,
+        "missing_members": missing,
+    }
+
+
+def run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, prefix: str) -> dict:
+    """One step: `rate` heartbeats/s offered by rate x interval members, spread over the drivers."""
+    interval_s = sizes["interval_ms"] / 1000
+    n_members = max(sizes["group_size"], round(rate * interval_s))
+    n_groups = max(1, n_members // sizes["group_size"])
+    names = common.group_names(prefix, n_groups, 0, svc.num_partitions)
+    groups = [(g, 0, sizes["group_size"]) for g in names]
+    shares = common.split(groups, len(drivers))
+    callers = [common.ActorCaller(h) for h in svc.partitions]
+    start_at = time.time() + 0.5
+    refs = [d.run.remote(heartbeat_step, callers, share, interval_s, sizes["session_ms"], start_at,
+                         sizes["window_s"], batched, sizes["tick_s"])
+            for d, share in zip(drivers, shares, strict=True) if share]
+    runs = ray.get(refs)
+    latencies = [x for r in runs for x in r["latencies"]]
+    failures: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["failures"].items():
+            failures[k] = failures.get(k, 0) + v
+    served = sum(r["answered"] / r["window_s"] for r in runs if r["window_s"] > 0)
+    offered = n_groups * sizes["group_size"] / interval_s
+    step = {
+        "mode": "batched" if batched else "per-call",
+        "offered_per_s": offered,
+        "members": sum(r["members"] for r in runs),
+        "served_per_s": served,
+        "served_fraction": served / offered if offered else 0.0,
+        "p50_ms": common.percentile(latencies, 50) * 1000,
+        "p99_ms": common.percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=float("nan")) * 1000,
+        "failures": failures,
+        "failed_members": sum(r["failed_members"] for r in runs),
+        "false_expiries": sum(r["false_expiries"] for r in runs),
+        "client_late_members": sum(r["client_late_members"] for r in runs),
+        "max_client_gap_s": max(r["max_client_gap_s"] for r in runs),
+        "unstable_groups": sum(r["unstable_groups"] for r in runs),
+        "missing_members": sum(r["missing_members"] for r in runs),
+        "formed_s": max(r["formed_s"] for r in runs),
+        "window_s": min(r["window_s"] for r in runs),
+    }
+    step["ok"] = (step["failed_members"] == 0 and step["missing_members"] == 0 and step["unstable_groups"] == 0
+                  and step["served_fraction"] >= SERVED_FRACTION)
+    return step
+
+
+async def shard_cost(state: dict, members: int, rounds: int) -> dict:
+    """CPU cost of a heartbeat in the pure shard: `rounds` heartbeats of `members` members, no Ray, no I/O."""
+    from groupcoord.protocol import GroupCoordinator
+
+    coord = GroupCoordinator(common.bench_config(), log=clients.NullLog())
+    groups = [(f"hb-{i}", 0, 10) for i in range(max(1, members // 10))]
+    formed = await clients.form_groups([clients.ShardCaller(coord)], groups)
+    reqs = [HeartbeatRequest(m.group, m.generation, m.member_id) for ms in formed for m in ms]
+    t = time.process_time()
+    for _ in range(rounds):
+        for r in reqs:
+            coord.heartbeat(r)
+    cpu = time.process_time() - t
+    n = rounds * len(reqs)
+    return {"heartbeats": n, "cpu_us_per_heartbeat": cpu / n * 1e6, "capacity_per_s": n / cpu if cpu else 0.0}
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Raise the offered heartbeat rate until a step fails, batched and with one call per heartbeat."""
+    sizes = _sizes(args)
+    config = common.bench_config(min_session_timeout_ms=100)
+    out: dict[str, Any] = {"sizes": sizes, "steps": []}
+    with common.work_dir(args, "heartbeats") as base:
+        drivers = common.start_drivers(sizes["drivers"])
+        try:
+            common.step("shard CPU per heartbeat (in-process, MemoryLog)")
+            out["shard"] = ray.get(drivers[0].run_local.remote(shard_cost, 2000, 5))
+            with common.service(1, base / "svc", config) as svc:
+                for batched, rates in ((True, sizes["rates"]), (False, sizes["call_rates"])):
+                    for i, rate in enumerate(rates):
+                        mode = "batched" if batched else "per-call"
+                        common.step(f"{mode}: {rate:,} heartbeats/s offered ({rate * sizes['interval_ms'] // 1000:,} "
+                                    f"members, window {sizes['window_s']:.1f} s)")
+                        step = run_step(svc, drivers, rate, batched, sizes, f"hb-{mode}-{i}")
+                        out["steps"].append(step)
+                        common.step(f"  served {step['served_per_s']:,.0f}/s, p99 {step['p99_ms']:.0f} ms, "
+                                    f"failed members {step['failed_members']} (false {step['false_expiries']})")
+                        if not step["ok"] and not args.no_stop:
+                            break
+        finally:
+            common.stop_drivers(drivers)
+    for mode in ("batched", "per-call"):
+        steps = [s for s in out["steps"] if s["mode"] == mode]
+        good = [s for s in steps if s["ok"]]
+        bad = [s for s in steps if not s["ok"]]
+        out.setdefault("knee", {})[mode] = {
+            "last_ok_offered": max((s["offered_per_s"] for s in good), default=0.0),
+            "last_ok_served": max((s["served_per_s"] for s in good), default=0.0),
+            "first_failing_offered": min((s["offered_per_s"] for s in bad), default=None),
+        }
+    out["false_expiries"] = sum(s["false_expiries"] for s in out["steps"])
+    return out
+
+
+def report(results: dict) -> None:
+    """Print the steps, the knee and the target."""
+    s = results["sizes"]
+    rows = []
+    for st in results["steps"]:
+        fails = ", ".join(f"{k} {v}" for k, v in st["failures"].items()) or "-"
+        rows.append([
+            st["mode"], f"{st['offered_per_s']:,.0f}", f"{st['members']:,}", f"{st['served_per_s']:,.0f}",
+            f"{st['served_fraction'] * 100:.0f}%", f"{st['p50_ms']:.0f}/{st['p99_ms']:.0f}/{st['max_ms']:.0f}",
+            f"{st['failed_members']} ({fails})", st["false_expiries"], f"{st['max_client_gap_s']:.2f}",
+            f"{st['missing_members']}/{st['unstable_groups']}", "ok" if st["ok"] else "FAIL",
+        ])
+    common.print_table(
+        f"heartbeats to one partition actor: session {s['session_ms']} ms, interval {s['interval_ms']} ms, "
+        f"groups of {s['group_size']}, window {s['window_s']:.1f} s",
+        ["mode", "offered/s", "members", "served/s", "served", "p50/p99/max ms", "failed members",
+         "false exp.", "max gap s", "missing/unstable", ""],
+        rows,
+    )
+    sh = results["shard"]
+    print(f"\npure shard (in-process, MemoryLog): {sh['cpu_us_per_heartbeat']:.1f} us CPU per heartbeat "
+          f"= {sh['capacity_per_s']:,.0f} heartbeats/s on one core")
+    for mode, k in results["knee"].items():
+        first = f"{k['first_failing_offered']:,.0f}/s" if k["first_failing_offered"] else "none up to the last step"
+        print(f"knee ({mode}): last good step {k['last_ok_offered']:,.0f}/s offered "
+              f"({k['last_ok_served']:,.0f}/s served); first failing step: {first}")
+    best = results["knee"].get("batched", {}).get("last_ok_served", 0.0)
+    print(f"target: >= {TARGET_RATE:,} heartbeats/s per partition actor with zero false expiries: "
+          f"{best:,.0f}/s, false expiries {results['false_expiries']} "
+          f"({'met' if best >= TARGET_RATE and results['false_expiries'] == 0 else 'MISSED'})")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run this benchmark from the command line."""
+    return common.run_benchmark("heartbeats", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

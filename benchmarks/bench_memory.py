@@ -1,0 +1,181 @@
+"""Memory: bytes per group, per member and per committed offset, in a partition actor and in the pure shard.
+
+The same phases run twice: inside a partition actor, where the cost is the growth of the actor
+process's resident set (VmRSS read from /proc by the driver, on the same machine: allocator
+overhead and fragmentation included), and on the pure shard in a driver process (GroupCoordinator
+over a log that keeps nothing), where it is the growth of Python allocations (tracemalloc).
+
+1. G simple groups with one committed offset each      -> bytes per (group + offset)
+2. K more offsets in each of those groups               -> bytes per committed offset
+3. M members joined and synced, in groups of S          -> bytes per member (their groups' cost removed)
+4. every member heartbeats 10 times                     -> should not grow
+Group ids, topics and member ids have realistic lengths (10-40 characters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+import ray
+
+from benchmarks import clients, common
+from groupcoord.protocol import OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.messages import HeartbeatRequest, OffsetCommitRequest
+
+log = logging.getLogger(__name__)
+
+TARGET_OFFSET = 300
+TARGET_MEMBER = 2048
+TOPICS = 10  # offsets of a group spread over 10 topics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of this benchmark."""
+    common.add_common_arguments(parser, default_trials=1)
+    parser.add_argument("--groups", type=int, default=None, help="groups of phases 1-2 (default 20k)")
+    parser.add_argument("--offsets", type=int, default=None, help="more offsets per group in phase 2 (default 50)")
+    parser.add_argument("--members", type=int, default=None, help="members of phase 3 (default 20k)")
+    parser.add_argument("--group-size", type=int, default=100, help="members per group in phase 3")
+
+
+def _sizes(args: argparse.Namespace) -> dict:
+    return {
+        "groups": args.groups or common.preset(args, 20_000, 5000, 300),
+        "offsets": args.offsets or common.preset(args, 50, 20, 10),
+        "members": args.members or common.preset(args, 20_000, 5000, 300),
+        "group_size": args.group_size if not args.tiny else 30,
+    }
+
+
+def _group(i: int) -> str:
+    return f"payments-consumer-group-{i:07d}"
+
+
+def _commit(group: str, first: int, count: int, offset: int) -> OffsetCommitRequest:
+    tps = {TopicPartition(f"orders-events-v2-{p % TOPICS}", p // TOPICS): OffsetAndMetadata(offset + p)
+           for p in range(first, first + count)}
+    return OffsetCommitRequest(group, tps)
+
+
+async def phases(caller: Any, sizes: dict, measure: Any, chunk: int = 500) -> dict:
+    """Run the four phases through `caller` (batch calls), calling `measure()` (bytes in use) around each."""
+    g, k, m, s = sizes["groups"], sizes["offsets"], sizes["members"], sizes["group_size"]
+    # Warm up every code path (and the allocator) before the first reading.
+    warm = [(f"warm-{i}", 0, 3) for i in range(5)]
+    await clients.form_groups([caller], warm, session_ms=600_000)
+    await caller.batch([("commit_offsets", _commit(f"warm-c-{i}", 0, 5, 1)) for i in range(50)])
+    readings = {"start": await measure()}
+    for lo in range(0, g, chunk):
+        await caller.batch([("commit_offsets", _commit(_group(i), 0, 1, 1)) for i in range(lo, min(g, lo + chunk))])
+    readings["groups"] = await measure()
+    for lo in range(0, g, chunk):
+        await caller.batch([("commit_offsets", _commit(_group(i), 1, k, 1)) for i in range(lo, min(g, lo + chunk))])
+    readings["offsets"] = await measure()
+    groups = [(f"inventory-consumer-group-{i:05d}", 0, s) for i in range(max(1, m // s))]
+    formed = await clients.form_groups([caller], groups, session_ms=600_000)
+    readings["members"] = await measure()
+    refs = [ref for ms in formed for ref in ms]
+    for _ in range(10):
+        for lo in range(0, len(refs), 2000):
+            await caller.batch([("heartbeat", HeartbeatRequest(r.group, r.generation, r.member_id))
+                                for r in refs[lo : lo + 2000]])
+    readings["heartbeats"] = await measure()
+    n_members = len(refs)
+    per_offset = (readings["offsets"] - readings["groups"]) / (g * k)
+    per_group = (readings["groups"] - readings["start"]) / g - per_offset
+    per_member = (readings["members"] - readings["offsets"] - len(groups) * per_group) / n_members
+    return {
+        "readings": readings,
+        "groups": g, "offsets": g * k, "members": n_members, "member_groups": len(groups),
+        "per_offset": per_offset,
+        "per_group": per_group,
+        "per_member": per_member,
+        "heartbeat_growth_per_member": (readings["heartbeats"] - readings["members"]) / n_members,
+    }
+
+
+async def shard_phases(_state: dict, sizes: dict) -> dict:
+    """The phases on the pure shard in this process, measured with tracemalloc."""
+    from groupcoord.protocol import GroupCoordinator
+
+    coord = GroupCoordinator(common.bench_config(), log=clients.NullLog())
+
+    async def measure() -> int:
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+
+    tracemalloc.start()
+    try:
+        return await phases(clients.ShardCaller(coord), sizes, measure)
+    finally:
+        tracemalloc.stop()
+
+
+def actor_phases(svc: Any, sizes: dict) -> dict:
+    """The phases through a partition actor, measured as the growth of its process's RSS."""
+    handle = svc.partitions[0]
+    pid = ray.get(handle.status.remote())["pid"]
+
+    async def measure() -> int:
+        await asyncio.sleep(0.2)  # let the last flushes finish
+        return common.read_rss(pid)
+
+    return asyncio.run(phases(common.ActorCaller(handle), sizes, measure))
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Measure in a partition actor (RSS) and in the pure shard (tracemalloc)."""
+    sizes = _sizes(args)
+    out: dict[str, Any] = {"sizes": sizes}
+    with common.work_dir(args, "memory") as base:
+        common.step(f"partition actor: {sizes['groups']:,} groups, {sizes['groups'] * sizes['offsets']:,} more "
+                    f"offsets, {sizes['members']:,} members (RSS)")
+        t = time.perf_counter()
+        with common.service(1, base / "svc", common.bench_config()) as svc:
+            out["actor"] = actor_phases(svc, sizes)
+        out["actor"]["seconds"] = time.perf_counter() - t
+        common.step("pure shard in a driver process (tracemalloc)")
+        host = common.start_drivers(1)[0]
+        try:
+            t = time.perf_counter()
+            out["shard"] = ray.get(host.run_local.remote(shard_phases, sizes))
+            out["shard"]["seconds"] = time.perf_counter() - t
+        finally:
+            common.stop_drivers([host])
+    return out
+
+
+def report(results: dict) -> None:
+    """Print bytes per group, member and offset against the targets."""
+    rows = []
+    for name, label in (("actor", "partition actor, RSS growth"), ("shard", "pure shard, tracemalloc")):
+        r = results[name]
+        rows.append([label, f"{r['per_group']:,.0f}", f"{r['per_offset']:,.0f}", f"{r['per_member']:,.0f}",
+                     f"{r['heartbeat_growth_per_member']:,.0f}",
+                     f"{r['groups']:,} / {r['offsets'] + r['groups']:,} / {r['members']:,}"])
+    common.print_table("memory, bytes each", ["measured in", "per group", "per offset", "per member",
+                                              "growth/member after 10 heartbeats", "groups / offsets / members"],
+                       rows)
+    a = results["actor"]
+    print(f"\ntarget: <= {TARGET_OFFSET} bytes per committed offset: {a['per_offset']:,.0f} in the actor, "
+          f"{results['shard']['per_offset']:,.0f} in the shard "
+          f"({'met' if a['per_offset'] <= TARGET_OFFSET else 'MISSED'})")
+    met = "met" if a["per_member"] <= TARGET_MEMBER else "MISSED"
+    print(f"target: <= {TARGET_MEMBER:,} bytes per member: {a['per_member']:,.0f} in the actor, "
+          f"{results['shard']['per_member']:,.0f} in the shard ({met})")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run this benchmark from the command line."""
+    return common.run_benchmark("memory", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""Recovery: restart time of a partition actor for logs of 100k, 1M and 5M records, with and without compaction.
+
+Each log is a history of 100-partition offset commits (groups of 10 topics x 10 partitions, with
+a GroupMetadata record per group) in which every live offset was committed `history` times
+(default 5), so compaction keeps a fifth of it; one more log holds 1M records that are all live,
+which is what a compacted partition with 1M live offsets replays whatever its history. A restart
+is `ray.kill` of the actor (Ray restarts it) until it answers status() as loaded; the actor's
+own replay time (open + replay + load) gives records/s. Baselines, in a driver process: reading
+and msgpack-decoding the raw segment files (with and without building Records), and the same
+open + replay + load in-process (the PartitionActor class without Ray).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import ray
+
+from benchmarks import common
+from groupcoord.protocol.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    record_from_obj,
+)
+from groupcoord.storage import PartitionLog, StorageRoot, list_segments
+from groupcoord.storage.framing import HEADER, HEADER_SIZE
+
+log = logging.getLogger(__name__)
+
+T0 = 1_700_000_000_000
+PER_GROUP = 100  # offsets per group: 10 topics x 10 partitions
+TARGET_RATE = 500_000
+TARGET_RESTART_S = 5.0
+TARGET_LIVE = 1_000_000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of this benchmark."""
+    common.add_common_arguments(parser)
+    parser.add_argument("--records", type=common.ints, default=None, help="log sizes (default 100k,1M,5M)")
+    parser.add_argument("--history", type=int, default=5, help="commits per live offset in those logs")
+    parser.add_argument("--live", type=common.ints, default=None,
+                        help="sizes of the extra all-live logs (default 1M; 0 for none)")
+    parser.add_argument("--segment-mib", type=int, default=16, help="segment size of the written logs")
+
+
+def _sizes(args: argparse.Namespace) -> dict:
+    return {
+        "records": args.records or common.preset(args, [100_000, 1_000_000, 5_000_000], [100_000, 500_000],
+                                                 [5000]),
+        "history": args.history,
+        "live": [x for x in (args.live if args.live is not None
+                             else common.preset(args, [1_000_000], [100_000], [])) if x],
+        "segment_bytes": args.segment_mib << 20,
+        "trials": common.trials(args),
+    }
+
+
+def write_log(directory: Path, records: int, live: int, segment_bytes: int, compact: bool) -> dict:
+    """Write `records` offset commits over `live` keys (round after round), a group record per group."""
+    started = time.perf_counter()
+    # About 45 bytes a record: keep >= 20 segments, so that compaction (closed segments only) sees most of it.
+    segment_bytes = max(64 * 1024, min(segment_bytes, records * 45 // 20))
+    plog = PartitionLog(directory, sync="never", segment_bytes=segment_bytes, clock=lambda: T0)
+    groups = max(1, live // PER_GROUP)
+    plog.append([Record(GroupMetadataKey(f"group-{g}"), GroupMetadataValue("consumer", 1, None, None, T0))
+                 for g in range(groups)])
+    progress = common.Progress(f"writing {records:,} records", records)
+    batch: list[Record] = []
+    for i in range(records):
+        k = i % live
+        g, p = divmod(k, PER_GROUP)
+        key = OffsetCommitKey(f"group-{g}", f"topic-{p // 10}", p % 10)
+        batch.append(Record(key, OffsetCommitValue(i, 3, "", T0 + i, -1)))
+        if len(batch) == 100:
+            plog.append(batch)
+            plog.flush()
+            batch = []
+            progress.update(i + 1)
+    if batch:
+        plog.append(batch)
+    plog.close()
+    out = {"records": records + groups, "live_offsets": live, "groups": groups,
+           "write_s": time.perf_counter() - started}
+    if compact:
+        plog = PartitionLog(directory, sync="never", segment_bytes=segment_bytes)
+        result = plog.compact()
+        plog.close()
+        out.update(compaction_s=result.seconds, records_before=result.records_before,
+                   records_after=result.records_after)
+    out["bytes"] = sum(p.stat().st_size for p in list_segments(directory))
+    out["segments"] = len(list_segments(directory))
+    return out
+
+
+# --- baselines, run in a driver process ----------------------------------------------------
+
+
+def raw_decode(directory: Path, build_records: bool) -> int:
+    """Read the segment files and msgpack-unpack the payloads (optionally building Records); the count."""
+    n = 0
+    for path in list_segments(directory):
+        data = path.read_bytes()
+        view = memoryview(data)
+        unpacker = msgpack.Unpacker(raw=False, use_list=True, max_buffer_size=len(data) + 1)
+        pos = 0
+        while pos < len(data):
+            plen = HEADER.unpack_from(data, pos)[0]
+            unpacker.feed(view[pos + HEADER_SIZE : pos + HEADER_SIZE + plen])
+            if build_records:
+                n += len(list(map(record_from_obj, unpacker)))
+            else:
+                n += sum(1 for _ in unpacker)
+            pos += HEADER_SIZE + plen
+    return n
+
+
+async def baselines(_state: dict, root: str) -> dict:
+    """Raw decode rates and an in-process open + replay + load of partition 0 under `root`."""
+    from benchmarks.common import close_local_partition, open_local_partition
+
+    directory = StorageRoot(root, 1).partition_dir(0)
+    out = {}
+    for name, build in (("raw_unpack", False), ("raw_records", True)):
+        t, cpu = time.perf_counter(), time.process_time()
+        n = raw_decode(directory, build)
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+        out[name] = {"records": n, "seconds": seconds, "records_per_s": n / seconds,
+                     "cpu_s": cpu, "records_per_cpu_s": n / cpu if cpu else float("nan")}
+    t = time.perf_counter()
+    p = await open_local_partition(Path(root), fsync="always", config=common.bench_config())
+    n, load_s, cpu = p._records_replayed, p._load_ms / 1000, p._load_cpu_ms / 1000
+    out["in_process"] = {"records": n, "seconds": time.perf_counter() - t, "load_s": load_s,
+                         "records_per_s": n / load_s, "cpu_s": cpu, "records_per_cpu_s": n / cpu if cpu else 0.0}
+    await close_local_partition(p)
+    return out
+
+
+# --- restarts --------------------------------------------------------------------------------
+
+
+def wait_loaded(handle: Any, old_pid: int | None, timeout_s: float = 600.0) -> dict:
+    """Poll status() until a process other than `old_pid` has loaded its log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            status = ray.get(handle.status.remote(), timeout=timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+            time.sleep(0.02)
+            continue
+        if status["loaded"] and status["pid"] != old_pid:
+            return status
+        time.sleep(0.02)
+    raise TimeoutError("the partition actor did not reload in time")
+
+
+def restart_times(svc: Any, trials: int) -> list[dict]:
+    """Kill the partition actor `trials` times; each time until it serves again, and its own replay time."""
+    handle = svc.partitions[0]
+    out = []
+    for _ in range(trials):
+        old = ray.get(handle.status.remote())
+        t = time.perf_counter()
+        ray.kill(handle, no_restart=False)
+        status = wait_loaded(handle, old["pid"])
+        seconds = time.perf_counter() - t
+        n, load_s, cpu = status["records_replayed"], status["load_ms"] / 1000, status["load_cpu_ms"] / 1000
+        out.append({"restart_s": seconds, "load_s": load_s, "records": n, "groups": status["groups"],
+                    "records_per_s": n / load_s, "load_cpu_s": cpu, "records_per_cpu_s": n / cpu if cpu else 0.0})
+    return out
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Write each log, then restart a partition actor over it several times; baselines on the same files."""
+    sz = _sizes(args)
+    config = common.bench_config()
+    out: dict[str, Any] = {"sizes": sz, "rows": []}
+    plans = []
+    for n in sz["records"]:
+        live = max(PER_GROUP, n // sz["history"])
+        plans += [(n, live, False), (n, live, True)]
+    plans += [(n, n, False) for n in sz["live"]]
+    with common.work_dir(args, "recovery") as base:
+        host = common.start_drivers(1)[0]
+        try:
+            for i, (n, live, compact) in enumerate(plans, 1):
+                what = f"{n:,} records, {live:,} live offsets, {'compacted' if compact else 'not compacted'}"
+                common.step(f"[{i}/{len(plans)}] {what}: writing")
+                root = base / f"log-{i}"
+                StorageRoot(root, 1)
+                row: dict[str, Any] = {"history_records": n, "live": live, "compacted": compact}
+                row["log"] = write_log(StorageRoot(root, 1).partition_dir(0), n, live, sz["segment_bytes"], compact)
+                common.step(f"  baselines (raw decode, in-process replay), {row['log']['records']:,} records on disk")
+                row["baselines"] = ray.get(host.run_local.remote(baselines, str(root)))
+                common.step(f"  restarting the partition actor {sz['trials']} times")
+                with common.service(1, root, config) as svc:
+                    wait_loaded(svc.partitions[0], None)
+                    trials = restart_times(svc, sz["trials"])
+                row["trials"] = trials
+                row["restart_s"] = common.summarize([t["restart_s"] for t in trials])
+                row["load_s"] = common.summarize([t["load_s"] for t in trials])
+                row["records_per_s"] = common.summarize([t["records_per_s"] for t in trials])
+                row["records_per_cpu_s"] = common.summarize([t["records_per_cpu_s"] for t in trials])
+                raw = row["baselines"]["raw_records"]
+                row["vs_raw_records"] = row["records_per_s"]["median"] / raw["records_per_s"]
+                row["vs_raw_records_cpu"] = row["records_per_cpu_s"]["median"] / raw["records_per_cpu_s"]
+                out["rows"].append(row)
+                common.step(f"  restart {row['restart_s']['median']:.2f} s, replay "
+                            f"{row['records_per_s']['median']:,.0f} records/s")
+                shutil.rmtree(root, ignore_errors=True)
+        finally:
+            common.stop_drivers([host])
+    return out
+
+
+def report(results: dict) -> None:
+    """Print restart times and replay rates against the raw-decode baselines."""
+    rows = []
+    for r in results["rows"]:
+        b = r["baselines"]
+        rows.append([
+            f"{r['history_records']:,} rec / {r['live']:,} live" + (" compacted" if r["compacted"] else ""),
+            f"{r['trials'][0]['records']:,}",
+            f"{r['restart_s']['median']:.2f} ({r['restart_s']['min']:.2f}-{r['restart_s']['max']:.2f})",
+            f"{r['load_s']['median']:.2f}",
+            common.fmt_rate(r["records_per_s"]),
+            f"{r['records_per_cpu_s']['median'] / 1000:,.0f}k",
+            f"{b['in_process']['records_per_s'] / 1000:,.0f}k/{b['in_process']['records_per_cpu_s'] / 1000:,.0f}k",
+            f"{b['raw_records']['records_per_s'] / 1000:,.0f}k/{b['raw_records']['records_per_cpu_s'] / 1000:,.0f}k",
+            f"{b['raw_unpack']['records_per_s'] / 1000:,.0f}k",
+            f"{common.fmt_ratio(r['vs_raw_records'])}/{common.fmt_ratio(r['vs_raw_records_cpu'])}",
+        ])
+    common.print_table(
+        "partition actor restart (ray.kill -> serving again), seconds; replay = the actor's own open+replay+load "
+        "(wall clock; /cpu = per CPU-second of the replaying thread)",
+        ["log", "records replayed", "restart s", "replay s", "replay rec/s", "rec/cpu-s", "in-process wall/cpu",
+         "raw+Records wall/cpu", "raw unpack", "replay/raw+Records"],
+        rows,
+    )
+    rates = [r["records_per_s"]["median"] for r in results["rows"] if r["trials"][0]["records"] >= 50_000]
+    cpu_rates = [r["records_per_cpu_s"]["median"] for r in results["rows"] if r["trials"][0]["records"] >= 50_000]
+    if rates:
+        worst = min(rates)
+        print(f"\ntarget: replay >= {TARGET_RATE:,} records/s: {worst:,.0f} to {max(rates):,.0f} wall clock "
+              f"({min(cpu_rates):,.0f} to {max(cpu_rates):,.0f} per CPU-second), logs of >= 50k records "
+              f"({'met' if worst >= TARGET_RATE else 'MISSED'})")
+    big = [r for r in results["rows"]
+           if r["live"] >= TARGET_LIVE and (r["compacted"] or r["history_records"] == r["live"])]
+    for r in big:
+        v = r["restart_s"]["median"]
+        print(f"target: restart with {r['live']:,} live offsets <= {TARGET_RESTART_S:.0f} s "
+              f"({r['history_records']:,} records of history, {'compacted' if r['compacted'] else 'all live'}): "
+              f"{v:.2f} s ({'met' if v <= TARGET_RESTART_S else 'MISSED'})")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run this benchmark from the command line."""
+    return common.run_benchmark("recovery", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

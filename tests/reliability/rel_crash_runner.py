@@ -1,0 +1,65 @@
+"""Parent side of the log crash runs: start rel_log_writer.py children, SIGKILL them, verify each recovery.
+
+Used by test_rel_log_crash.py (short) and benchmarks/chaos_log.py (long).
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rel_log_writer import verify
+
+WRITER = Path(__file__).with_name("rel_log_writer.py")
+
+
+@dataclass
+class CrashFigures:
+    """What one crash run did: kills, acknowledged offsets, and recovered ends."""
+
+    kills: int = 0
+    self_kills: int = 0
+    acked: int = 0
+    ends: list[int] = field(default_factory=list)
+    records_checked: int = 0
+
+
+def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: float) -> tuple[int, bool]:
+    """Run one writer until `run_s` passed (or it killed itself); SIGKILL it; return (highest acked, self-killed)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(WRITER), str(directory), mode, str(seed), str(kill_p)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + run_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    self_killed = proc.poll() is not None
+    proc.kill()
+    out, err = proc.communicate()
+    assert proc.returncode == -9, f"writer died by itself (status {proc.returncode}):\n{err[-3000:]}"
+    acked = [int(line) for line in out.split() if line.isdigit()]
+    return max(acked, default=0), self_killed
+
+
+def crash_run(
+    directory: Path, mode: str, rounds: int, seed: int, max_run_s: float = 0.4, kill_p: float = 0.003
+) -> CrashFigures:
+    """Kill `rounds` writers in a row on one log directory, verifying after each kill."""
+    rng = random.Random(seed)
+    figures = CrashFigures()
+    for i in range(rounds):
+        acked, self_killed = run_writer(directory, mode, rng.randrange(2**31), rng.uniform(0.05, max_run_s), kill_p)
+        end, count = verify(directory, mode, acked)
+        figures.kills += 1
+        figures.self_kills += self_killed
+        figures.acked = max(figures.acked, acked)
+        figures.ends.append(end)
+        figures.records_checked += count
+        assert i == 0 or end >= figures.ends[-2], f"the log end went back from {figures.ends[-2]} to {end}"
+    return figures
