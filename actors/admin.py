@@ -41,22 +41,30 @@ class AdminClient:
             raise TypeError(f"group id must be a str, got {type(group_id).__name__}")
         return CoordinatorClient(self.service, group_id, self.request_timeout_ms)
 
+    @staticmethod
+    def _names(values: Any, what: str) -> list:
+        """A list from an iterable of names; a lone str is refused (it would be split into characters)."""
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"{what} must be a list of strings, not {type(values).__name__} {values!r:.40}")
+        return list(values)
+
     def _router(self, method: str, *args: Any) -> Any:
         return ray.get(getattr(self.service.router, method).remote(*args), timeout=self._timeout_s)
 
     # --- groups ---------------------------------------------------------------------------------
 
-    def list_groups(
-        self, states: Iterable[str] | None = None, types: Iterable[str] | None = None
-    ) -> list[ListedGroup]:
+    def list_groups(self, states: Iterable[str] | None = None, types: Iterable[str] | None = None) -> list[ListedGroup]:
         """Every group of the service, optionally only those in the given states."""
-        response = self._router("list_groups", ListGroupsRequest(tuple(states or ()), tuple(types or ())))
+        response = self._router(
+            "list_groups",
+            ListGroupsRequest(tuple(self._names(states or (), "states")), tuple(self._names(types or (), "types"))),
+        )
         raise_for(response.error, "listing groups: some partitions could not answer; retry")
         return response.groups
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
         """Group id → description (an unknown group is described as state "Dead")."""
-        ids = list(group_ids)
+        ids = self._names(group_ids, "group_ids")
         response = self._router("describe_groups", DescribeGroupsRequest(ids))
         out = {d.group_id: d for d in response.groups}
         for d in response.groups:
@@ -65,7 +73,7 @@ class AdminClient:
 
     def delete_groups(self, group_ids: Iterable[str]) -> None:
         """Delete Empty groups with their offsets; raises naming every group that could not be deleted."""
-        ids = list(group_ids)
+        ids = self._names(group_ids, "group_ids")
         results = self._router("delete_groups", DeleteGroupsRequest(ids)).results
         failed = {g: e for g, e in results.items() if e != Errors.NONE}
         if failed:
@@ -75,7 +83,9 @@ class AdminClient:
 
     def remove_members(self, group_id: str, group_instance_ids: Iterable[str]) -> None:
         """Remove static members by group.instance.id (KIP-345 admin removal)."""
-        members = [MemberIdentity("", iid, "removed by admin") for iid in group_instance_ids]
+        members = [
+            MemberIdentity("", iid, "removed by admin") for iid in self._names(group_instance_ids, "group_instance_ids")
+        ]
         response = self._group(group_id).call("leave_group", LeaveGroupRequest(group_id, members))
         raise_for(response.error, f"removing members from {group_id!r}")
         failed = [m for m in response.members if m.error != Errors.NONE]
@@ -127,9 +137,7 @@ class AdminClient:
         failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
         if failed:
             error = next(iter(failed.values()))
-            raise error_for(
-                error, f"could not delete offsets of {sorted(failed)} in {group_id!r}: {error.name}"
-            )
+            raise error_for(error, f"could not delete offsets of {sorted(failed)} in {group_id!r}: {error.name}")
 
     # --- topics ----------------------------------------------------------------------------------
 
@@ -147,6 +155,4 @@ class AdminClient:
 
     def report_end_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
         """Report log-end offsets of a topic's partitions (used for lag)."""
-        raise_for(
-            self._router("report_end_offsets", topic, dict(offsets)), f"reporting end offsets of {topic!r}"
-        )
+        raise_for(self._router("report_end_offsets", topic, dict(offsets)), f"reporting end offsets of {topic!r}")

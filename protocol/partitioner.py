@@ -7,7 +7,7 @@ _INT_MIN = -(2**31)
 
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode: 31*h + c over UTF-16 code units, as a signed 32-bit int."""
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", "surrogatepass")  # Java hashes UTF-16 code units, lone surrogates too
     h = 0
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
