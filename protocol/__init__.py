@@ -9,7 +9,7 @@ from .coordinator import GroupCoordinator
 from .deferred import Deferred
 from .errors import Errors
 from .group import GroupState
-from .log import MemoryLog, RecordLog
+from .log import MemoryLog, RecordBatchTooLarge, RecordLog
 from .messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -77,6 +77,7 @@ __all__ = [
     "OffsetFetchPartition",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
+    "RecordBatchTooLarge",
     "RecordLog",
     "SyncGroupRequest",
     "SyncGroupResponse",

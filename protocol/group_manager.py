@@ -14,6 +14,7 @@ from .config import GroupConfig
 from .deferred import Deferred
 from .errors import Errors
 from .group import ClassicGroup, GroupState, Member, generate_member_id
+from .log import RecordBatchTooLarge
 from .messages import (
     DescribedGroup,
     DescribedMember,
@@ -366,7 +367,12 @@ class GroupMetadataManager:
             if group.protocol_name == group.select_protocol():
                 # The group's protocol does not change: persist the new member id, no rebalance.
                 assignments = {m.member_id: m.assignment for m in group.members.values()}
-                self.rt.append([self.group_record(group, assignments)])
+                try:
+                    self.rt.append([self.group_record(group, assignments)])
+                except RecordBatchTooLarge as e:
+                    log.error("group %s: static member %s cannot be stored: %s", group.group_id, instance_id, e)
+                    self._revert_static_replacement(group, instance_id, old, member, Errors.UNKNOWN_SERVER_ERROR)
+                    return
                 self.rt.when_durable(lambda: self._complete_static_rejoin(group, member))
             else:
                 self._maybe_prepare_rebalance_or_complete_join(group, f"static member {instance_id} changed")
@@ -375,6 +381,20 @@ class GroupMetadataManager:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined during sync")
         else:
             self._maybe_complete_join_phase(group)
+
+    def _revert_static_replacement(
+        self, group: ClassicGroup, instance_id: str, old: Member, member: Member, error: Errors
+    ) -> None:
+        """The replacement could not be stored: the old member id is valid again (Java's revert)."""
+        join = group.update_member(member, old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms, None)
+        self.rt.timers.cancel(_heartbeat_key(group.group_id, member.member_id))
+        _, restored = group.replace_static_member(instance_id, member.member_id, old.member_id)
+        self._schedule_heartbeat(group, restored, restored.session_timeout_ms)
+        if join is not None:
+            response = JoinGroupResponse(
+                error, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id or "", "", []
+            )
+            self.rt.complete(join, response)
 
     def _complete_static_rejoin(self, group: ClassicGroup, member: Member) -> None:
         if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
@@ -607,7 +627,15 @@ class GroupMetadataManager:
             if missing:
                 log.warning("leader of %s sent no assignment for %s; they get empty ones", group.group_id, missing)
             generation = group.generation_id
-            self.rt.append([self.group_record(group, assignments)])
+            try:
+                self.rt.append([self.group_record(group, assignments)])
+            except RecordBatchTooLarge as e:
+                # Java: every parked SyncGroup gets the error, and the group rebalances.
+                log.error("group %s: the assignment of generation %d cannot be stored: %s", group.group_id,
+                          generation, e)
+                self._reset_and_propagate_assignment(group, Errors.UNKNOWN_SERVER_ERROR)
+                self._maybe_prepare_rebalance_or_complete_join(group, "the group's assignment is too large to store")
+                return result
             self.rt.when_durable(lambda: self._on_assignment_durable(group, generation, assignments))
         return result
 

@@ -7,12 +7,21 @@ from typing import Protocol, Sequence
 from .records import Record
 
 
+class RecordBatchTooLarge(ValueError):
+    """A log refused a batch larger than one entry may be; nothing of it was staged.
+
+    Kafka's MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE: the shard answers the request with an
+    error code (UNKNOWN_SERVER_ERROR, as Kafka's Java coordinator does) and changes nothing.
+    """
+
+
 class RecordLog(Protocol):
     """Where a shard appends its records.
 
     append() stages records and returns the log end offset after them (the count of records
-    ever appended). durable_offset says how far the log is durable; a log that makes records
-    durable later tells the shard through GroupCoordinator.on_durable(offset).
+    ever appended); a batch the log cannot hold raises RecordBatchTooLarge with nothing staged.
+    durable_offset says how far the log is durable; a log that makes records durable later tells
+    the shard through GroupCoordinator.on_durable(offset).
     """
 
     def append(self, records: Sequence[Record]) -> int: ...

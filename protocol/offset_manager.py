@@ -17,6 +17,7 @@ from .errors import Errors
 from .expiration import expired_partitions
 from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from .group_manager import GroupMetadataManager
+from .log import RecordBatchTooLarge
 from .messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -121,7 +122,11 @@ class OffsetMetadataManager:
             value = new(OffsetCommitValue, (int(offset), int(leader_epoch), str(metadata), now, expire))
             append(new(Record, (key, value)))
         # The first record of an unknown group creates it as a simple group when it is replayed.
-        self.rt.append(records)
+        try:
+            self.rt.append(records)
+        except RecordBatchTooLarge as e:
+            log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e)
+            return self.rt.respond(OffsetCommitResponse(dict.fromkeys(partitions, Errors.UNKNOWN_SERVER_ERROR)))
         return self.rt.respond(OffsetCommitResponse(errors))
 
     def _validate_commit(self, group: ClassicGroup | None, req: OffsetCommitRequest) -> Errors:

@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 class ShardRuntime:
-    """Applies records through replay before logging them, and releases work once the log is durable.
+    """Logs records and applies them through replay, and releases work once the log is durable.
 
     This is the one path by which the persisted state of a shard changes: `append` replays each
     record into memory (the same replay that recovery runs) and stages it in the log; responses
@@ -39,12 +39,16 @@ class ShardRuntime:
         return self.clock.now_ms()
 
     def append(self, records: Sequence[Record]) -> int:
-        """Replay `records` into memory, then stage them in the log; returns the log end offset."""
+        """Stage `records` in the log, then replay them into memory; returns the log end offset.
+
+        The log goes first so that a batch it refuses (RecordBatchTooLarge) changes nothing.
+        """
         if not records:
             return self._end
+        end = self.log.append(records)
         for r in records:
             self._replay(r)
-        self._end = self.log.append(records)
+        self._end = end
         self.on_durable(self.log.durable_offset)
         return self._end
 

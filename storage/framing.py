@@ -34,6 +34,7 @@ from typing import BinaryIO, Iterator
 
 import msgpack
 
+from groupcoord.protocol.log import RecordBatchTooLarge
 from groupcoord.protocol.records import Record, RecordFormatError, records_from_objs
 
 from .errors import CorruptLogError
@@ -54,7 +55,7 @@ def entry_header(
 ) -> bytes:
     """The 34-byte header of an entry holding `payload` (record_count records from base_offset)."""
     if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"batch of {len(payload)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES} bytes")
+        raise RecordBatchTooLarge(f"batch of {len(payload)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES} bytes")
     if payload_crc is None:
         payload_crc = zlib.crc32(payload)
     prefix = _PREFIX.pack(len(payload), payload_crc, MAGIC, 0, base_offset, record_count, timestamp_ms)
