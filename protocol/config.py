@@ -22,6 +22,16 @@ class GroupConfig:
     max_group_id_bytes: int = 32767
     max_metadata_bytes: int = 1024 * 1024
     max_assignment_bytes: int = 1024 * 1024
+    # Kafka's strings carry an int16 length: member, instance and client ids, client hosts,
+    # protocol types and names, topic names and reasons are held to it (UTF-8 bytes; a generated
+    # member id may add its "-<uuid>" suffix to a client or instance id of this length).
+    max_name_bytes: int = 32767
+    # How many items one request may carry: protocols of a JoinGroup; partitions of an
+    # OffsetCommit, OffsetFetch or OffsetDelete; group ids of a DescribeGroups or DeleteGroups;
+    # members of a LeaveGroup; assignments of a SyncGroup.
+    max_protocols: int = 256
+    max_partitions_per_request: int = 100_000
+    max_items_per_request: int = 10_000
 
     def __post_init__(self) -> None:
         if self.max_size < 1:

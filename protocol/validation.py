@@ -228,8 +228,9 @@ def check(api: str, req: Any, config: Any = None) -> Errors | None:
     """Validate `req` for `api` (a GroupCoordinator method name); None when valid.
 
     With a GroupConfig, also enforce its size limits: group ids longer than max_group_id_bytes
-    (UTF-8) get INVALID_GROUP_ID; a JoinGroup whose protocol metadata exceeds max_metadata_bytes
-    or a SyncGroup with an assignment over max_assignment_bytes gets INVALID_REQUEST.
+    (UTF-8) get INVALID_GROUP_ID; longer ids, names and reasons (max_name_bytes), more items than
+    a request may carry, protocol metadata over max_metadata_bytes or an assignment over
+    max_assignment_bytes get INVALID_REQUEST.
     """
     if api not in SPECS:
         raise KeyError(f"no validation spec for API {api!r}")
@@ -239,11 +240,55 @@ def check(api: str, req: Any, config: Any = None) -> Errors | None:
     return error
 
 
+# A generated member id is `<client or instance id>-<uuid4>`: 37 bytes more than its prefix.
+MEMBER_ID_SUFFIX_BYTES = 37
+
+
+def _too_long(s: str | None, limit: int) -> bool:
+    """Whether `s` is longer than `limit` UTF-8 bytes (a code point is 1 to 4 of them)."""
+    if s is None or 4 * len(s) <= limit:
+        return False
+    return len(s) > limit or len(s.encode("utf-8")) > limit
+
+
+def _names_and_count(api: str, req: Any) -> tuple[list[str | None], list[str], int, str]:
+    """The request's names held to max_name_bytes, its member ids, and how many items it carries under which limit."""
+    if api == "join_group":
+        names = [req.group_instance_id, req.protocol_type, req.client_id, req.client_host, req.reason]
+        return [*names, *(n for n, _ in req.protocols)], [req.member_id], len(req.protocols), "max_protocols"
+    if api == "sync_group":
+        names = [req.group_instance_id, req.protocol_type, req.protocol_name]
+        return names, [req.member_id, *req.assignments], len(req.assignments), "max_items_per_request"
+    if api == "heartbeat":
+        return [req.group_instance_id], [req.member_id], 0, "max_items_per_request"
+    if api == "leave_group":
+        names = [x for m in req.members for x in (m.group_instance_id, m.reason)]
+        return names, [m.member_id for m in req.members], len(req.members), "max_items_per_request"
+    if api == "commit_offsets":
+        names = [req.group_instance_id, *{tp[0] for tp in req.offsets}]
+        return names, [req.member_id], len(req.offsets), "max_partitions_per_request"
+    if api in ("fetch_offsets", "delete_offsets"):
+        partitions = req.partitions or ()
+        return list({tp[0] for tp in partitions}), [], len(partitions), "max_partitions_per_request"
+    if api in ("describe_groups", "delete_groups"):
+        return [], [], len(req.group_ids), "max_items_per_request"
+    return [], [], 0, "max_items_per_request"
+
+
 def _limits_error(api: str, req: Any, config: Any) -> Errors | None:
     ids = req.group_ids if SPECS[api].group_id_rule == GROUP_IDS else [getattr(req, "group_id", "")]
     if any(len(g.encode("utf-8")) > config.max_group_id_bytes for g in ids if isinstance(g, str)):
         log.info("rejecting %s: group id longer than %d bytes", api, config.max_group_id_bytes)
         return Errors.INVALID_GROUP_ID
+    names, member_ids, count, limit = _names_and_count(api, req)
+    if count > getattr(config, limit):
+        log.info("rejecting %s: more items than %s=%d", api, limit, getattr(config, limit))
+        return Errors.INVALID_REQUEST
+    if any(_too_long(n, config.max_name_bytes) for n in names) or any(
+        _too_long(m, config.max_name_bytes + MEMBER_ID_SUFFIX_BYTES) for m in member_ids
+    ):
+        log.info("rejecting %s: an id, name or reason longer than %d bytes", api, config.max_name_bytes)
+        return Errors.INVALID_REQUEST
     if api == "join_group" and sum(len(meta) for _, meta in req.protocols) > config.max_metadata_bytes:
         log.info("rejecting JoinGroup of %r: protocol metadata over %d bytes", req.group_id, config.max_metadata_bytes)
         return Errors.INVALID_REQUEST

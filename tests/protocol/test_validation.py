@@ -316,3 +316,47 @@ def test_a_rejected_oversized_join_changes_nothing():
         coord.log.records == []
         and coord.describe_groups(DescribeGroupsRequest(["g"])).result().groups[0].group_state == "Dead"
     )
+
+
+NAME_LIMIT = GroupConfig(max_name_bytes=8, max_protocols=2, max_partitions_per_request=2, max_items_per_request=2)
+LONG = "é" * 5  # 10 bytes of UTF-8, 5 characters
+TPS3 = [TopicPartition("t", p) for p in range(3)]
+
+
+@pytest.mark.parametrize(
+    "api, changes",
+    [
+        ("join_group", {"client_id": LONG}),
+        ("join_group", {"client_host": LONG}),
+        ("join_group", {"group_instance_id": LONG}),
+        ("join_group", {"protocol_type": LONG}),
+        ("join_group", {"reason": LONG}),
+        ("join_group", {"protocols": [(LONG, META)]}),
+        ("join_group", {"protocols": [("a", b""), ("b", b""), ("c", b"")]}),
+        ("join_group", {"member_id": "m" * (8 + validation.MEMBER_ID_SUFFIX_BYTES + 1)}),
+        ("sync_group", {"protocol_name": LONG}),
+        ("sync_group", {"assignments": {"a": b"", "b": b"", "c": b""}}),
+        ("sync_group", {"assignments": {"m" * 46: b""}}),
+        ("heartbeat", {"group_instance_id": LONG}),
+        ("leave_group", {"members": [MemberIdentity("m", reason=LONG)]}),
+        ("leave_group", {"members": [MemberIdentity("a"), MemberIdentity("b"), MemberIdentity("c")]}),
+        ("commit_offsets", {"offsets": {TopicPartition(LONG, 0): OffsetAndMetadata(1)}}),
+        ("commit_offsets", {"offsets": {tp: OffsetAndMetadata(1) for tp in TPS3}}),
+        ("fetch_offsets", {"partitions": TPS3}),
+        ("fetch_offsets", {"partitions": [TopicPartition(LONG, 0)]}),
+        ("delete_offsets", {"partitions": TPS3}),
+        ("describe_groups", {"group_ids": ["a", "b", "c"]}),
+        ("delete_groups", {"group_ids": ["a", "b", "c"]}),
+    ],
+)
+def test_ids_names_and_item_counts_over_their_limits_are_invalid_requests(api, changes):
+    assert validation.check(api, VALID[api], NAME_LIMIT) is None
+    assert validation.check(api, dataclasses.replace(VALID[api], **changes), NAME_LIMIT) == Errors.INVALID_REQUEST
+
+
+def test_a_member_id_generated_from_the_longest_client_id_is_accepted_back():
+    coord = GroupCoordinator(GroupConfig(max_name_bytes=8, min_session_timeout_ms=10), ManualClock(), MemoryLog())
+    first = coord.join_group(JoinGroupRequest("g", 10000, client_id="c" * 8, protocols=[("range", META)])).result()
+    assert first.error == Errors.MEMBER_ID_REQUIRED and len(first.member_id) == 8 + validation.MEMBER_ID_SUFFIX_BYTES
+    again = JoinGroupRequest("g", 10000, member_id=first.member_id, client_id="c" * 8, protocols=[("range", META)])
+    assert validation.check("join_group", again, coord.config) is None
