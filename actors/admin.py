@@ -21,7 +21,7 @@ from groupcoord.protocol.messages import (
     OffsetFetchRequest,
 )
 
-from .coordinator_client import CoordinatorClient
+from .coordinator_client import CoordinatorClient, normalize_offsets
 from .errors import error_for, raise_for
 from .service import Service
 
@@ -37,8 +37,6 @@ class AdminClient:
         self._timeout_s = request_timeout_ms / 1000
 
     def _group(self, group_id: str) -> CoordinatorClient:
-        if not isinstance(group_id, str):
-            raise TypeError(f"group id must be a str, got {type(group_id).__name__}")
         return CoordinatorClient(self.service, group_id, self.request_timeout_ms)
 
     @staticmethod
@@ -113,10 +111,7 @@ class AdminClient:
 
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any]) -> None:
         """Set committed offsets of a group that has no active members (as Kafka, Empty groups only)."""
-        normalized = {
-            TopicPartition(*tp): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
-            for tp, om in offsets.items()
-        }
+        normalized = normalize_offsets(offsets)
         response = self._group(group_id).call("commit_offsets", OffsetCommitRequest(group_id, normalized))
         failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
         if not failed:

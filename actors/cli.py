@@ -123,7 +123,7 @@ def status(ctx) -> None:
                 s.get("records_replayed"),
                 s.get("log_end_offset"),
                 s.get("log_bytes"),
-                s.get("error"),
+                s.get("error") or s.get("last_failure"),
             ]
         )
     click.echo(f"namespace {svc.namespace!r}, storage {svc.storage_path}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import ray
 
-from groupcoord.protocol import Errors
+from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 
 from .service import Service
 
@@ -24,6 +25,9 @@ ACTOR_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.RayActorError,
     ray.exceptions.ActorUnavailableError,
 )
+
+
+_HINT_TIMEOUT_S = 2.0  # how long a timed-out call waits for the router to say why
 
 
 class CoordinatorUnavailableError(TimeoutError):
@@ -41,6 +45,17 @@ def error_of(response: Any) -> Errors:
     return Errors.NONE
 
 
+def normalize_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets to commit as {TopicPartition: OffsetAndMetadata}; a plain int stands for OffsetAndMetadata(int)."""
+    if not isinstance(offsets, Mapping):
+        kind = type(offsets).__name__
+        raise TypeError(f"offsets must be a mapping of TopicPartition to OffsetAndMetadata, not {kind}")
+    return {
+        TopicPartition(*tp): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
+        for tp, om in offsets.items()
+    }
+
+
 class CoordinatorClient:
     """Sends a group's requests to its partition actor, finding it again after failures."""
 
@@ -52,6 +67,8 @@ class CoordinatorClient:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
     ) -> None:
+        if not isinstance(group_id, str):
+            raise TypeError(f"group id must be a str, got {type(group_id).__name__}")
         self.service = service
         self.group_id = group_id
         self.request_timeout_s = request_timeout_ms / 1000
@@ -88,6 +105,7 @@ class CoordinatorClient:
             if remaining <= 0:
                 raise CoordinatorUnavailableError(
                     f"{method} for group {self.group_id!r} did not succeed within the request timeout"
+                    + self._failure_hint()
                 )
             try:
                 response = self.call_once(method, request, timeout_s=remaining)
@@ -102,6 +120,15 @@ class CoordinatorClient:
                 continue
             attempt += 1
             self.sleep_backoff(attempt, deadline)
+
+    def _failure_hint(self) -> str:
+        """Why the group's partition is failing, as its last report to the router says (best effort)."""
+        try:
+            reason = ray.get(self.service.router.partition_failure.remote(self.partition), timeout=_HINT_TIMEOUT_S)
+        except Exception as e:
+            log.debug("router unreachable for the failure of partition %d: %r", self.partition, e)
+            return ""
+        return f"; partition {self.partition} last failed: {reason}" if reason else ""
 
     def sleep_backoff(self, attempt: int, deadline: float) -> None:
         """Exponential backoff with jitter, never past `deadline`."""

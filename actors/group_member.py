@@ -19,7 +19,7 @@ from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 from .commit_queue import CommitCallback, CommitQueue, Offsets
-from .coordinator_client import ACTOR_ERRORS, CoordinatorClient
+from .coordinator_client import ACTOR_ERRORS, CoordinatorClient, normalize_offsets
 from .errors import CommitFailedError, GroupCoordinatorError, error_for
 from .membership import Membership, RebalanceListener
 from .service import Service
@@ -186,14 +186,14 @@ class GroupMember:
         self._check_open()
         self._commits.flush()
         self._commits.drain_callbacks()
-        offsets = self._owned_positions() if offsets is None else _normalize(offsets)
+        offsets = self._owned_positions() if offsets is None else normalize_offsets(offsets)
         if offsets:
             self._send_commit(offsets)
 
     def commit_async(self, offsets: Offsets | None = None, callback: CommitCallback | None = None) -> None:
         """Queue a commit; pending ones are merged into one actor call. `callback(offsets, error)` runs in poll()."""
         self._check_open()
-        offsets = self._owned_positions() if offsets is None else _normalize(offsets)
+        offsets = self._owned_positions() if offsets is None else normalize_offsets(offsets)
         if offsets:
             self._commits.submit(offsets, callback)
 
@@ -280,14 +280,6 @@ class GroupMember:
         if self._closed:
             raise RuntimeError("this GroupMember is closed")
         self.membership.raise_if_fatal()
-
-
-def _normalize(offsets: Any) -> Offsets:
-    out: Offsets = {}
-    for tp, om in dict(offsets).items():
-        tp = TopicPartition(*tp)
-        out[tp] = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
-    return out
 
 
 def _host() -> str:

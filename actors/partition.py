@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 COMPACTION_CHECK_INTERVAL_S = 60.0
 
 _STORAGE_FAILURE_EXIT_CODE = 70
+_REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router why
 
 # The shard's state is millions of small objects without reference cycles, which Python's cyclic
 # GC would rescan again and again (a fifth of a busy actor's CPU with the default 700): collect
@@ -128,8 +129,10 @@ class PartitionActor:
         storage_path: str,
         fsync: str = "always",
         config: GroupConfig | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.partition = partition
+        self.namespace = namespace  # the service's, where its router is named; None outside a service
         self.num_partitions = num_partitions
         self.storage_path = storage_path
         self.fsync = fsync
@@ -196,10 +199,23 @@ class PartitionActor:
             self._tasks.append(self._loop.create_task(self._interval_sync_loop()))
 
     def _fail(self, error: Exception) -> None:
-        """Storage is broken: end the process so Ray restarts this actor from what is on disk."""
+        """Storage is broken: tell the router why, then end the process so Ray restarts it from what is on disk."""
         log.critical("partition %d: storage failure, exiting for a restart: %r", self.partition, error)
+        if self.namespace is not None:
+            self._report_failure(f"storage failure: {type(error).__name__}: {error}")
         logging.shutdown()
         os._exit(_STORAGE_FAILURE_EXIT_CODE)
+
+    def _report_failure(self, reason: str) -> None:
+        """Tell the service's router why this partition fails, for clients and `groupcoord status` (best effort)."""
+        import ray
+
+        try:
+            router = ray.get_actor(ROUTER_NAME, namespace=self.namespace)
+            # Blocking on purpose: nothing else may run on this loop once the log has failed.
+            ray.get(router.report_failure.remote(self.partition, reason), timeout=_REPORT_TIMEOUT_S)
+        except Exception as e:
+            log.warning("partition %d could not report its failure to the router: %r", self.partition, e)
 
     # --- the request path --------------------------------------------------------------------
 
@@ -394,6 +410,9 @@ class PartitionActor:
     async def crash(self) -> None:
         """End this process at once, as a crash would (for fault tests and the demo)."""
         os._exit(1)
+
+
+ROUTER_NAME = "groupcoord-router"
 
 
 def partition_actor_name(partition: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import ray
@@ -25,11 +26,11 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
-from .partition import PartitionActor, partition_actor_name
+from .partition import ROUTER_NAME, PartitionActor, partition_actor_name
 
 log = logging.getLogger(__name__)
 
-ROUTER_NAME = "groupcoord-router"
+__all__ = ["ROUTER_NAME", "RouterActor", "partition_actor_options"]
 
 
 def partition_actor_options(partition: int, namespace: str) -> dict:
@@ -63,6 +64,7 @@ class RouterActor:
         self.fsync = fsync
         self.config = config
         self.error: str | None = None
+        self.failures: dict[int, tuple[float, str]] = {}  # partition -> (when, why) of its last failure
         self.partitions: list[Any] = []
         self.topics: TopicRegistry | None = None
         try:
@@ -76,7 +78,7 @@ class RouterActor:
         remote_cls = ray.remote(PartitionActor)
         self.partitions = [
             remote_cls.options(**partition_actor_options(i, namespace)).remote(
-                i, num_partitions, storage_path, fsync, config
+                i, num_partitions, storage_path, fsync, config, namespace
             )
             for i in range(num_partitions)
         ]
@@ -115,14 +117,30 @@ class RouterActor:
         return not pending
 
     async def status(self) -> list[dict]:
-        """Every partition's status (see PartitionActor.status); an unreachable one says so."""
+        """Every partition's status (see PartitionActor.status) and its last failure; an unreachable one says so."""
         results = await asyncio.gather(*(h.status.remote() for h in self.partitions), return_exceptions=True)
-        return [
+        out = [
             r
             if isinstance(r, dict)
             else {"partition": i, "loaded": False, "error": f"{type(r).__name__}: {r}"}
             for i, r in enumerate(results)
         ]
+        for s in out:
+            s["last_failure"] = await self.partition_failure(s["partition"])
+        return out
+
+    async def report_failure(self, partition: int, reason: str) -> None:
+        """A partition is about to exit because of `reason` (its storage failed); kept for clients and status."""
+        log.error("partition %d failed: %s", partition, reason)
+        self.failures[partition] = (time.time(), reason)
+
+    async def partition_failure(self, partition: int) -> str | None:
+        """The last failure a partition reported, with how long ago, or None."""
+        failure = self.failures.get(partition)
+        if failure is None:
+            return None
+        when, reason = failure
+        return f"{reason} ({time.time() - when:.0f} s ago)"
 
     # --- admin fan-out -------------------------------------------------------------------------
 
