@@ -1,0 +1,111 @@
+"""Every load benchmark runs in its tiny mode (seconds each): they still work, and their counts add up.
+
+These check structure and sanity only (no lost commits, no false expiries, counts that match),
+never timing: the benchmarks themselves report speed. Results are not written to
+benchmarks/results/ here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import (  # noqa: E402
+    bench_commits,
+    bench_heartbeats,
+    bench_memory,
+    bench_rebalance,
+    bench_recovery,
+    bench_scale,
+    common,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def tiny(module, tmp_path: Path, *extra: str) -> dict:
+    """Parse `--tiny` (plus `extra`) for `module`, run it, and print its report as the CLI would."""
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    args = parser.parse_args(["--tiny", "--dir", str(tmp_path), *extra])
+    results = module.run(args)
+    results["machine"] = common.machine()
+    module.report(results)
+    return results
+
+
+def test_commits(ray_local, tmp_path):
+    r = tiny(bench_commits, tmp_path)
+    assert r["cells"] and r["raw"] and r["raw"][0]["records_per_s"]["median"] > 0
+    for cell in r["cells"]:
+        assert cell["actor"]["errors"] == 0 and cell["actor"]["wrong_after_fetch"] == 0
+        for t in cell["actor_trials"] + cell["local_trials"]:
+            assert t["requests"] > 0 and t["commits"] == t["requests"] * cell["per_commit"]
+        assert cell["local"] is not None and cell["local"]["wrong_after_fetch"] == 0  # one partition: paired
+    assert any(c["coalesced"] for c in r["cells"])
+
+
+def test_heartbeats(ray_local, tmp_path):
+    r = tiny(bench_heartbeats, tmp_path)
+    assert {s["mode"] for s in r["steps"]} == {"batched", "per-call"}
+    assert r["false_expiries"] == 0
+    for s in r["steps"]:
+        assert s["failed_members"] == 0 and s["missing_members"] == 0 and s["unstable_groups"] == 0
+        assert s["members"] == round(s["offered_per_s"] * r["sizes"]["interval_ms"] / 1000)
+        assert s["served_per_s"] > 0
+    assert r["shard"]["heartbeats"] > 0 and r["shard"]["cpu_us_per_heartbeat"] > 0
+
+
+def test_rebalance(ray_local, tmp_path):
+    r = tiny(bench_rebalance, tmp_path)
+    (row,) = r["rows"]
+    for mode in ("per-call", "coalesced", "in-process"):
+        rejoin = row[f"rejoin_{mode}"]
+        assert rejoin["errors"] == [] and rejoin["n"] == r["sizes"]["trials"] and rejoin["median"] > 0
+        crash = row[f"crash_{mode}"]
+        assert crash["errors"] == []
+        for t in crash["trials"]:
+            assert t["synced"] == t["survivors"] == row["size"] - 1
+            assert t["new_generation_s"] > 0
+
+
+def test_recovery(ray_local, tmp_path):
+    r = tiny(bench_recovery, tmp_path)
+    plain, compacted = r["rows"]
+    assert not plain["compacted"] and compacted["compacted"]
+    for row in (plain, compacted):
+        on_disk = row["baselines"]["raw_unpack"]["records"]
+        assert row["baselines"]["raw_records"]["records"] == on_disk == row["baselines"]["in_process"]["records"]
+        assert all(t["records"] == on_disk for t in row["trials"])
+        assert row["restart_s"]["median"] > 0
+    # Compaction kept the live offsets and dropped the older commits of them.
+    assert compacted["trials"][0]["records"] < plain["trials"][0]["records"]
+    assert compacted["trials"][0]["groups"] == plain["trials"][0]["groups"]
+
+
+def test_memory(ray_local, tmp_path):
+    r = tiny(bench_memory, tmp_path)
+    s = r["sizes"]
+    for where in ("actor", "shard"):
+        m = r[where]
+        assert m["groups"] == s["groups"] and m["offsets"] == s["groups"] * s["offsets"]
+        assert m["members"] == (s["members"] // s["group_size"]) * s["group_size"]
+        assert set(m["readings"]) == {"start", "groups", "offsets", "members", "heartbeats"}
+    assert r["shard"]["per_offset"] > 0 and r["shard"]["per_member"] > 0
+
+
+def test_scale(ray_local, tmp_path):
+    r = tiny(bench_scale, tmp_path)
+    levels = r["sizes"]["levels"]
+    assert [lv["groups"] for lv in r["levels"]] == levels
+    warm_up = 2 * r["sizes"]["partitions"]
+    for lv in r["levels"]:
+        assert lv["errors"] == 0 and lv["commits_per_s"]["median"] > 0
+        assert sum(lv["groups_per_partition"]) == lv["groups"] + warm_up
