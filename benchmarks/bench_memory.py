@@ -39,17 +39,17 @@ TOPICS = 10  # offsets of a group spread over 10 topics
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of this benchmark."""
     common.add_common_arguments(parser, default_trials=1)
-    parser.add_argument("--groups", type=int, default=None, help="groups of phases 1-2 (default 20k)")
+    parser.add_argument("--groups", type=int, default=None, help="groups of phases 1-2 (default 10k)")
     parser.add_argument("--offsets", type=int, default=None, help="more offsets per group in phase 2 (default 50)")
-    parser.add_argument("--members", type=int, default=None, help="members of phase 3 (default 20k)")
+    parser.add_argument("--members", type=int, default=None, help="members of phase 3 (default 10k)")
     parser.add_argument("--group-size", type=int, default=100, help="members per group in phase 3")
 
 
 def _sizes(args: argparse.Namespace) -> dict:
     return {
-        "groups": args.groups or common.preset(args, 20_000, 5000, 300),
+        "groups": args.groups or common.preset(args, 10_000, 3000, 300),
         "offsets": args.offsets or common.preset(args, 50, 20, 10),
-        "members": args.members or common.preset(args, 20_000, 5000, 300),
+        "members": args.members or common.preset(args, 10_000, 3000, 300),
         "group_size": args.group_size if not args.tiny else 30,
     }
 

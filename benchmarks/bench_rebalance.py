@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _sizes(args: argparse.Namespace) -> dict:
     return {
-        "sizes": args.sizes or common.preset(args, [10, 100, 1000], [10, 1000], [6]),
+        "sizes": args.sizes or common.preset(args, [10, 100, 1000], [1000], [6]),
         "trials": common.trials(args),
         "session_ms": args.session_ms if not args.tiny else 600,
         "interval_ms": args.interval_ms if not args.tiny else 150,

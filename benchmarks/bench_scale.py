@@ -33,7 +33,8 @@ PER_COMMIT = 10
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of this benchmark."""
     common.add_common_arguments(parser)
-    parser.add_argument("--levels", type=common.ints, default=None, help="total groups per level (default 1k,10k,100k)")
+    parser.add_argument("--levels", type=common.ints, default=None,
+                        help="total groups per level (default 1k,10k,50k,100k)")
     parser.add_argument("--partitions", type=int, default=4, help="partition actors")
     parser.add_argument("--clients", type=int, default=32, help="concurrent committing clients")
     parser.add_argument("--duration", type=float, default=None, help="seconds per throughput trial (default 2)")
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _sizes(args: argparse.Namespace) -> dict:
     return {
-        "levels": args.levels or common.preset(args, [1000, 10_000, 100_000], [1000, 10_000], [100, 400]),
+        "levels": args.levels or common.preset(args, [1000, 10_000, 50_000, 100_000], [1000, 5000], [100, 400]),
         "partitions": args.partitions if not args.tiny else 2,
         "clients": args.clients if not args.tiny else 4,
         "duration": args.duration or common.preset(args, 2.0, 1.0, 0.4),

@@ -178,14 +178,14 @@ async def check_committed(callers: Sequence[Any], members: Sequence[MemberRef], 
 
 
 async def local_open(state: dict, path: str, config: Any, groups: Sequence[tuple[str, int, int]] = (),
-                     fsync: str = "always") -> list[list[MemberRef]]:
+                     fsync: str = "always", session_ms: int = 30_000) -> list[list[MemberRef]]:
     """Open the in-process shard (PartitionActor without Ray) in this process and form `groups` on it."""
     from benchmarks import common
 
     partition = await common.open_local_partition(path, config=config, fsync=fsync)
     state["partition"] = partition
     state["callers"] = [common.LocalCaller(partition)]
-    return await form_groups(state["callers"], groups) if groups else []
+    return await form_groups(state["callers"], groups, session_ms) if groups else []
 
 
 async def local_close(state: dict) -> None:
