@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint venv clean
+.PHONY: test demo bench lint venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/groupcoord demo
+
+# Every load benchmark at full size (about 12 minutes on 2 cores); tables on stdout, JSON in benchmarks/results/.
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks all
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

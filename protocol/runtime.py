@@ -20,8 +20,8 @@ T = TypeVar("T")
 class ShardRuntime:
     """Logs records and applies them through replay, and releases work once the log is durable.
 
-    This is the one path by which the persisted state of a shard changes: `append` replays each
-    record into memory (the same replay that recovery runs) and stages it in the log; responses
+    This is the one path by which the persisted state of a shard changes: `append` stages the
+    records in the log and replays them into memory (the same replay that recovery runs); responses
     and follow-up actions wait in `when_durable` until the log says those records are on disk.
     """
 
