@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
-
 import ray
+from waiting import wait_for
 
 from groupcoord.protocol import Errors
 from groupcoord.protocol.messages import (
@@ -17,21 +15,6 @@ from groupcoord.protocol.messages import (
 )
 
 SESSION_MS = 10_000
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
-    """Poll `condition` until it returns something truthy; fail with `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    last_error: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-            last_error = e
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last error: {last_error!r})")
 
 
 def kill_and_wait_restart(handle, timeout_s: float = 60.0) -> dict:

@@ -19,6 +19,7 @@ def test_partition_moves_to_surviving_node_with_its_state(tmp_path):
         ray.shutdown()  # this test needs a cluster of its own
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     worker = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()  # until the worker has registered, SPREAD can only place on the head
     try:
         ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
         svc = start(

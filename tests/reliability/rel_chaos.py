@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from waiting import wait_for
 
 from groupcoord.actors.admin import AdminClient
 from groupcoord.actors.errors import GroupCoordinatorError
@@ -184,24 +185,6 @@ def spread_group_ids(num_partitions: int, per_partition: int, prefix: str = "cha
             ids.append(gid)
         i += 1
     return ids
-
-
-RETRIED = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError)
-
-
-def wait_for(condition: Any, timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
-    """Poll `condition` until it returns something truthy; AssertionError naming `what` after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except RETRIED as e:
-            last = e
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last!r})")
 
 
 def actor_status(handle: Any) -> dict:
