@@ -39,7 +39,6 @@ from groupcoord.protocol import (
     TopicPartition,
 )
 
-COUNTS: dict[str, int] = {}
 NO_TOP_LEVEL_ERROR = frozenset({"commit_offsets", "describe_groups", "delete_groups"})
 
 
@@ -63,7 +62,6 @@ def run_one(drawn: Drawn) -> None:
     except Exception as e:  # an exception where an error code is due
         raise AssertionError(f"{drawn.api} raised {type(e).__name__}: {e} for {req!r:.400}") from e
     codes = check_response(drawn.api, resp)
-    COUNTS[drawn.api] = COUNTS.get(drawn.api, 0) + 1
     after = shard.snapshot()
     if drawn.shape in ("namespace", "dict", "junk") and not (drawn.api == "list_groups" and req is None):
         assert set(codes) <= {Errors.INVALID_REQUEST}, (drawn.shape, resp)
@@ -160,11 +158,6 @@ def test_rel_shard_duplicate_members_and_ids() -> None:
     assert list(fetched.offsets) == [tp] and fetched.offsets[tp].offset == 10
     dels = c.delete_offsets(OffsetDeleteRequest("stable", [TopicPartition("u", 0), ("u", 0)])).result()
     check_response("delete_offsets", dels)
-
-
-def test_rel_shard_examples_were_tried() -> None:
-    """Report how many requests the property tests sent (read by the summary; always passes)."""
-    print(f"shard bad-input examples per API: {COUNTS}")
 
 
 def test_rel_shard_group_record_over_the_log_entry_limit_is_answered_with_an_error(tmp_path) -> None:
