@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "reliability"))
+sys.path[:0] = [str(ROOT / "tests" / "reliability"), str(ROOT / "tests")]  # rel_* helpers and waiting
 
 import ray  # noqa: E402
 from rel_chaos import Chaos  # noqa: E402

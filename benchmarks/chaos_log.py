@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "reliability"))
+sys.path[:0] = [str(ROOT / "tests" / "reliability"), str(ROOT / "tests")]  # rel_* helpers and waiting
 
 from rel_crash_runner import crash_run  # noqa: E402
 
