@@ -12,6 +12,7 @@ import ray
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 
+from .request_batcher import BATCHED_APIS, batcher_for
 from .service import Service
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,15 @@ class CoordinatorClient:
             log.debug("router unreachable while finding the coordinator of %s: %r", self.group_id, e)
 
     def call_once(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
-        """One call to the coordinator; actor failures and timeouts raise."""
-        ref = getattr(self.handle, method).remote(request)
-        return ray.get(ref, timeout=timeout_s if timeout_s is not None else self.request_timeout_s)
+        """One call to the coordinator; actor failures and timeouts raise.
+
+        Heartbeats, commits and fetches share `batch` calls with the rest of this process's
+        requests to the same partition actor (see request_batcher); joins and syncs go alone.
+        """
+        timeout = timeout_s if timeout_s is not None else self.request_timeout_s
+        if method in BATCHED_APIS:
+            return batcher_for(self.service.namespace, self.partition, self.handle).call(method, request, timeout)
+        return ray.get(getattr(self.handle, method).remote(request), timeout=timeout)
 
     def call(
         self,

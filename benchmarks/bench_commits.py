@@ -2,8 +2,9 @@
 
 Clients are consumer-group members (one group each, joined and synced) committing N partitions
 per OffsetCommit, one request at a time each, as async callers spread over a few driver
-processes; each request is one Ray actor call. In the "coalesced" rows the requests a driver's
-clients issue in the same event-loop turn share one `batch` actor call instead (as a Kafka
+processes; each request is one Ray actor call. In the "coalesced" rows a driver's clients go
+through the client library's RequestBatcher, as GroupMembers in one process do: while one `batch`
+actor call is in flight, the requests that arrive wait and go together in the next (as a Kafka
 client's requests share a connection). A "commit" is one partition's offset made durable
 (Kafka's unit): commits/s = requests/s x partitions per commit.
 

@@ -120,12 +120,13 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
 
     Requests that complete in [start_at, end_at] are counted with their latency; `last` maps a
     group to the last offset acknowledged, to check what a fetch returns afterwards. With
-    `coalesce`, this process's requests to a partition share actor calls (CoalescingCaller).
+    `coalesce`, this process's requests to a partition share actor calls through the client's
+    RequestBatcher (BatcherCaller).
     """
-    from benchmarks.common import CoalescingCaller
+    from benchmarks.common import BatcherCaller
 
     if coalesce:
-        callers = [CoalescingCaller(c.handle) for c in callers]
+        callers = [BatcherCaller(c.handle) for c in callers]
     await asyncio.sleep(max(0.0, start_at - warmup_s - time.time()))
 
     async def one(m: MemberRef) -> tuple[int, list[float], int, int]:
@@ -153,6 +154,9 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
     results = await asyncio.gather(*(one(m) for m in members))
     calls = sum(getattr(c, "calls", 0) for c in callers)
     sent = sum(getattr(c, "requests", 0) for c in callers)
+    if coalesce:
+        for c in callers:
+            c.close()
     return {
         "requests_per_call": sent / calls if calls else 1.0,
         "requests": sum(r[0] for r in results),

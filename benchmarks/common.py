@@ -346,6 +346,30 @@ class CoalescingCaller:
             future.set_result(result)
 
 
+class BatcherCaller:
+    """The client's own RequestBatcher as a Caller: requests of this process's clients share `batch` calls,
+    as those of GroupMembers in one process do."""
+
+    def __init__(self, handle: Any) -> None:
+        from groupcoord.actors.request_batcher import RequestBatcher
+
+        self.batcher = RequestBatcher(handle)
+
+    def __call__(self, api: str, req: Any) -> Awaitable[Any]:
+        return asyncio.wrap_future(self.batcher.submit(api, req))
+
+    @property
+    def calls(self) -> int:
+        return self.batcher.calls
+
+    @property
+    def requests(self) -> int:
+        return self.batcher.requests
+
+    def close(self) -> None:
+        self.batcher.close()
+
+
 class LocalCaller:
     """Calls a PartitionActor object that runs in this process's event loop (the pure shard, no Ray)."""
 

@@ -1,0 +1,126 @@
+"""The client's RequestBatcher on a real local Ray: concurrent calls of one process share `batch` actor calls."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import ray
+from ray_helpers import kill_and_wait_restart
+
+from groupcoord.actors import start, stop
+from groupcoord.actors.coordinator_client import ACTOR_ERRORS, CoordinatorClient
+from groupcoord.actors.request_batcher import RequestBatcher
+from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
+
+NAMESPACE = "gc-test-batcher"
+TPS = [TopicPartition("t", p) for p in range(10)]
+
+
+@pytest.fixture(scope="module")
+def svc(ray_local, tmp_path_factory):
+    service = start(
+        num_partitions=1,
+        storage_path=str(tmp_path_factory.mktemp("batcher")),
+        namespace=NAMESPACE,
+        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
+    )
+    yield service
+    stop(NAMESPACE)
+
+
+def _commit(group: str, offset: int) -> OffsetCommitRequest:
+    return OffsetCommitRequest(group, {tp: OffsetAndMetadata(offset) for tp in TPS})
+
+
+def test_concurrent_commits_share_actor_calls_and_every_acknowledged_one_is_fetched(svc):
+    batcher = RequestBatcher(svc.partition(0))
+    groups = [f"batched-{i}" for i in range(32)]
+    start_line = threading.Barrier(len(groups))
+
+    def commit_many(group: str) -> int:
+        start_line.wait()
+        last = 0
+        for offset in range(1, 21):
+            response = batcher.call("commit_offsets", _commit(group, offset), timeout_s=30)
+            assert set(response.errors.values()) == {Errors.NONE}, response
+            last = offset
+        return last
+
+    try:
+        with ThreadPoolExecutor(len(groups)) as pool:
+            last = dict(zip(groups, pool.map(commit_many, groups), strict=True))
+        assert batcher.requests == 32 * 20
+        assert batcher.calls < batcher.requests / 2, (batcher.calls, batcher.requests)  # they did share calls
+        for group in groups:
+            fetched = batcher.call("fetch_offsets", OffsetFetchRequest(group, TPS), timeout_s=30)
+            assert {p.offset for p in fetched.offsets.values()} == {last[group]}
+    finally:
+        batcher.close()
+
+
+def test_the_client_batches_heartbeats_commits_and_fetches_but_not_joins(svc):
+    client = CoordinatorClient(svc, "client-batched")
+    assert client.call_once("commit_offsets", _commit("client-batched", 5)).errors[TPS[0]] == Errors.NONE
+    assert client.call_once("fetch_offsets", OffsetFetchRequest("client-batched", TPS[:1])).offsets[TPS[0]].offset == 5
+    assert client.call_once("heartbeat", HeartbeatRequest("client-batched", 1, "nobody")).error in (
+        Errors.UNKNOWN_MEMBER_ID,
+        Errors.ILLEGAL_GENERATION,
+    )
+    join = client.call_once("join_group", JoinGroupRequest("client-batched-join", 10_000, protocols=[("range", b"")]))
+    assert join.error == Errors.MEMBER_ID_REQUIRED  # went alone: a parked join would hold a batch
+    with pytest.raises(ValueError, match="cannot be batched"):
+        RequestBatcher(svc.partition(0)).submit("join_group", None)
+
+
+def test_a_batch_to_a_killed_actor_fails_with_an_actor_error_and_the_next_one_is_served(svc):
+    batcher = RequestBatcher(svc.partition(0))
+    try:
+        assert batcher.call("commit_offsets", _commit("batched-kill", 1), timeout_s=30).errors[TPS[0]] == Errors.NONE
+        futures = [batcher.submit("commit_offsets", _commit("batched-kill", 2)) for _ in range(20)]
+        kill_and_wait_restart(svc.partition(0))
+        outcomes = set()
+        for f in futures:
+            try:
+                outcomes.add(f.result(timeout=60).errors[TPS[0]])
+            except ACTOR_ERRORS as e:
+                outcomes.add(type(e).__name__)
+        # Every queued caller got an answer (none hung): acknowledged before the kill, or an actor error to retry on.
+        assert outcomes <= {Errors.NONE, "RayActorError", "ActorDiedError", "ActorUnavailableError"}, outcomes
+        after = batcher.call("fetch_offsets", OffsetFetchRequest("batched-kill", TPS[:1]), timeout_s=60)
+        assert after.offsets[TPS[0]].offset in (1, 2)  # 2 only if it was acknowledged before the kill
+    finally:
+        batcher.close()
+
+
+@ray.remote(num_cpus=0)
+class HeldBatches:
+    """A stand-in partition actor whose batches wait until released (a slow or hung actor)."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+
+    async def batch(self, calls):
+        await self.released.wait()
+        return [f"answer to {api}" for api, _ in calls]
+
+    async def release(self) -> None:
+        self.released.set()
+
+
+def test_a_caller_times_out_on_a_hung_batch_and_its_request_is_still_answered_later(ray_local):
+    actor = HeldBatches.remote()
+    batcher = RequestBatcher(actor)
+    try:
+        with pytest.raises(ray.exceptions.GetTimeoutError):
+            batcher.call("heartbeat", "first", timeout_s=0.2)
+        later = batcher.submit("heartbeat", "second")  # queued behind the batch in flight
+        ray.get(actor.release.remote())
+        assert later.result(timeout=30) == "answer to heartbeat"
+    finally:
+        batcher.close()
+        ray.kill(actor)
