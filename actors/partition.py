@@ -20,7 +20,7 @@ from groupcoord.protocol import Deferred, Errors, OffsetAndMetadata, SystemClock
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
-from groupcoord.protocol.responses import error_response
+from groupcoord.protocol.responses import APIS, error_response
 from groupcoord.storage import StorageRoot
 
 log = logging.getLogger(__name__)
@@ -40,20 +40,7 @@ _GC_THRESHOLDS = (10_000, 10, 10)
 _BATCH_YIELD_S = 0.002
 
 # The requests `batch` accepts: the GroupCoordinator's request handlers.
-_BATCH_APIS = frozenset(
-    {
-        "join_group",
-        "sync_group",
-        "heartbeat",
-        "leave_group",
-        "commit_offsets",
-        "fetch_offsets",
-        "list_groups",
-        "describe_groups",
-        "delete_groups",
-        "delete_offsets",
-    }
-)
+_BATCH_APIS = frozenset(APIS)
 
 
 # --- wire encoding of the hot messages --------------------------------------------------------
