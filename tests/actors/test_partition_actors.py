@@ -92,7 +92,12 @@ def test_restart_during_rebalance_forces_a_rejoin(svc):
     # The newcomer's pending id died with the actor, as in Kafka: it must start over.
     assert ray.get(join_async(handle, group, newcomer)).error == Errors.UNKNOWN_MEMBER_ID
     again = new_member_id(handle, group)
-    refs = [join_async(handle, group, m) for m in [*ids, again]]
+    # The new member starts the rebalance; only then do the others rejoin (a follower rejoining a Stable
+    # group unchanged is answered at once, and an async actor may run concurrent calls in any order).
+    refs = [join_async(handle, group, again)]
+    wait_for(lambda: ray.get(handle.describe_groups.remote(DescribeGroupsRequest([group]))).groups[0].group_state
+             == "PreparingRebalance", what="the rebalance to start")
+    refs += [join_async(handle, group, m) for m in ids]
     joins = ray.get(refs)
     assert {j.error for j in joins} == {Errors.NONE}
     assert {j.generation_id for j in joins} == {generation + 1}
