@@ -75,12 +75,19 @@ def test_killed_partition_restarts_with_state_and_members_keep_generation(svc):
     assert {tp: v.offset for tp, v in fetched.items()} == {tp: o.offset for tp, o in tps.items()}
 
 
+def _wait_until_rebalancing(handle, group: str) -> None:
+    """Until a join sent before has started the rebalance: an async actor may run concurrent calls in any order."""
+    wait_for(lambda: ray.get(handle.describe_groups.remote(DescribeGroupsRequest([group]))).groups[0].group_state
+             == "PreparingRebalance", what="the rebalance to start")
+
+
 def test_restart_during_rebalance_forces_a_rejoin(svc):
     group = "rebalancing"
     _, handle = svc.find_coordinator(group)
     generation, ids, _ = form_group(handle, group, 2)
     newcomer = new_member_id(handle, group)
     parked = join_async(handle, group, newcomer)  # starts a rebalance and parks
+    _wait_until_rebalancing(handle, group)
     assert heartbeat(handle, group, generation, ids[0]) == Errors.REBALANCE_IN_PROGRESS
 
     handle.crash.remote()
@@ -93,10 +100,9 @@ def test_restart_during_rebalance_forces_a_rejoin(svc):
     assert ray.get(join_async(handle, group, newcomer)).error == Errors.UNKNOWN_MEMBER_ID
     again = new_member_id(handle, group)
     # The new member starts the rebalance; only then do the others rejoin (a follower rejoining a Stable
-    # group unchanged is answered at once, and an async actor may run concurrent calls in any order).
+    # group unchanged is answered at once).
     refs = [join_async(handle, group, again)]
-    wait_for(lambda: ray.get(handle.describe_groups.remote(DescribeGroupsRequest([group]))).groups[0].group_state
-             == "PreparingRebalance", what="the rebalance to start")
+    _wait_until_rebalancing(handle, group)
     refs += [join_async(handle, group, m) for m in ids]
     joins = ray.get(refs)
     assert {j.error for j in joins} == {Errors.NONE}
