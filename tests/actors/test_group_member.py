@@ -6,13 +6,12 @@ import pytest
 import ray
 from member_threads import PollingMember, settled
 from ray_helpers import wait_for
+from services import running_service
 
-from groupcoord.actors import start, stop
 from groupcoord.actors.admin import AdminClient
 from groupcoord.actors.errors import CommitFailedError
 from groupcoord.actors.group_member import GroupMember
 from groupcoord.protocol import OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.config import GroupConfig
 
 NAMESPACE = "gc-test-members"
 PARTITIONS = {TopicPartition("t", p) for p in range(6)}
@@ -20,15 +19,9 @@ PARTITIONS = {TopicPartition("t", p) for p in range(6)}
 
 @pytest.fixture(scope="module")
 def svc(ray_local, tmp_path_factory):
-    service = start(
-        num_partitions=2,
-        storage_path=str(tmp_path_factory.mktemp("members")),
-        namespace=NAMESPACE,
-        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
-    )
-    AdminClient(service).create_topic("t", 6)
-    yield service
-    stop(NAMESPACE)
+    with running_service(tmp_path_factory, NAMESPACE, 2) as service:
+        AdminClient(service).create_topic("t", 6)
+        yield service
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import ray
 from ray_helpers import form_group, heartbeat, join_async, kill_and_wait_restart, new_member_id, sync, wait_for
+from services import running_service
 
-from groupcoord.actors import connect, start, stop
+from groupcoord.actors import connect, stop
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.messages import (
     DescribeGroupsRequest,
     ListGroupsRequest,
@@ -17,16 +17,12 @@ from groupcoord.protocol.messages import (
 )
 
 NAMESPACE = "gc-test-partitions"
-CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=1000)
 
 
 @pytest.fixture(scope="module")
 def svc(ray_local, tmp_path_factory):
-    service = start(
-        num_partitions=4, storage_path=str(tmp_path_factory.mktemp("svc")), namespace=NAMESPACE, config=CONFIG
-    )
-    yield service
-    stop(NAMESPACE)
+    with running_service(tmp_path_factory, NAMESPACE, 4, initial_rebalance_delay_ms=1000) as service:
+        yield service
 
 
 def commit(handle, group, generation, member_id, offsets):

@@ -9,12 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import ray
 from ray_helpers import kill_and_wait_restart
+from services import running_service
 
-from groupcoord.actors import start, stop
 from groupcoord.actors.coordinator_client import ACTOR_ERRORS, CoordinatorClient
 from groupcoord.actors.request_batcher import RequestBatcher
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 
 NAMESPACE = "gc-test-batcher"
@@ -23,14 +22,8 @@ TPS = [TopicPartition("t", p) for p in range(10)]
 
 @pytest.fixture(scope="module")
 def svc(ray_local, tmp_path_factory):
-    service = start(
-        num_partitions=1,
-        storage_path=str(tmp_path_factory.mktemp("batcher")),
-        namespace=NAMESPACE,
-        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
-    )
-    yield service
-    stop(NAMESPACE)
+    with running_service(tmp_path_factory, NAMESPACE, 1) as service:
+        yield service
 
 
 def _commit(group: str, offset: int) -> OffsetCommitRequest:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import pytest
 from rel_chaos import Chaos
-
-from groupcoord.actors import start, stop
-from groupcoord.protocol import GroupConfig
+from services import running_service
 
 NAMESPACE = "gc-rel-chaos"
 CHAOS_SECONDS = 20
@@ -19,14 +17,8 @@ CHAOS_SECONDS = 20
 
 @pytest.fixture(scope="module")
 def svc(ray_local, tmp_path_factory):
-    service = start(
-        num_partitions=4,
-        storage_path=str(tmp_path_factory.mktemp("chaos")),
-        namespace=NAMESPACE,
-        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
-    )
-    yield service
-    stop(NAMESPACE)
+    with running_service(tmp_path_factory, NAMESPACE, 4) as service:
+        yield service
 
 
 def test_rel_chaos_loses_no_acked_commit_and_expires_no_live_member(svc) -> None:

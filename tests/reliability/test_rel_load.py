@@ -11,10 +11,9 @@ from __future__ import annotations
 import pytest
 from rel_chaos import spread_group_ids
 from rel_sim import run_hosts
+from services import running_service
 
-from groupcoord.actors import start, stop
 from groupcoord.actors.admin import AdminClient
-from groupcoord.protocol import GroupConfig
 
 NAMESPACE = "gc-rel-load"
 GROUPS, MEMBERS_PER_GROUP, HOSTS = 30, 10, 2
@@ -23,14 +22,8 @@ SESSION_MS, HEARTBEAT_MS, SECONDS = 3_000, 1_000, 25
 
 @pytest.fixture(scope="module")
 def svc(ray_local, tmp_path_factory):
-    service = start(
-        num_partitions=4,
-        storage_path=str(tmp_path_factory.mktemp("load")),
-        namespace=NAMESPACE,
-        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=500),
-    )
-    yield service
-    stop(NAMESPACE)
+    with running_service(tmp_path_factory, NAMESPACE, 4, initial_rebalance_delay_ms=500) as service:
+        yield service
 
 
 def test_rel_hundreds_of_members_see_no_spurious_expiry(svc) -> None:
