@@ -9,13 +9,16 @@ from typing import Protocol
 class Clock(Protocol):
     """Anything that tells the time in milliseconds."""
 
-    def now_ms(self) -> int: ...
+    def now_ms(self) -> int:
+        """The current time in milliseconds."""
+        ...
 
 
 class SystemClock:
     """The wall clock, in milliseconds since the epoch."""
 
     def now_ms(self) -> int:
+        """Milliseconds since the epoch, by the machine's wall clock."""
         return time.time_ns() // 1_000_000
 
 
@@ -26,6 +29,7 @@ class ManualClock:
         self._now = int(now_ms)
 
     def now_ms(self) -> int:
+        """The time this clock has been set or advanced to, in milliseconds."""
         return self._now
 
     def advance(self, ms: int) -> None:

@@ -30,9 +30,11 @@ class Deferred(Generic[T]):
         return d
 
     def done(self) -> bool:
+        """Whether the result is set."""
         return self._value is not _UNSET
 
     def result(self) -> T:
+        """The result; raises NotDoneError if the Deferred has not completed yet."""
         if self._value is _UNSET:
             raise NotDoneError("the response is not complete yet (its records are not durable)")
         return self._value  # type: ignore[return-value]

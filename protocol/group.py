@@ -85,17 +85,21 @@ class Member:
 
     @property
     def is_static(self) -> bool:
+        """Whether the member has a group instance id (KIP-345 static membership)."""
         return self.group_instance_id is not None
 
     @property
     def is_awaiting_join(self) -> bool:
+        """Whether a JoinGroup of this member is parked."""
         return self.awaiting_join is not None
 
     @property
     def is_awaiting_sync(self) -> bool:
+        """Whether a SyncGroup of this member is parked."""
         return self.awaiting_sync is not None
 
     def protocol_names(self) -> list[str]:
+        """The names of the protocols the member supports, in its order of preference."""
         return [name for name, _ in self.protocols]
 
     def metadata(self, protocol: str) -> bytes:
@@ -146,6 +150,7 @@ class ClassicGroup:
     # --- state ---------------------------------------------------------------------------
 
     def in_state(self, *states: GroupState) -> bool:
+        """Whether the group is in any of `states`."""
         return self.state in states
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
@@ -159,23 +164,29 @@ class ClassicGroup:
         self.state_timestamp_ms = now_ms
 
     def can_rebalance(self) -> bool:
+        """Whether the group may move to PreparingRebalance from its current state."""
         return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
 
     # --- members -------------------------------------------------------------------------
 
     def is_leader(self, member_id: str) -> bool:
+        """Whether `member_id` is the group's leader."""
         return self.leader_id == member_id
 
     def has_member(self, member_id: str) -> bool:
+        """Whether `member_id` is a member (pending member ids are not)."""
         return member_id in self.members
 
     def is_pending_member(self, member_id: str) -> bool:
+        """Whether `member_id` was handed out by a JoinGroup and has not joined with it yet (KIP-394)."""
         return member_id in self.pending_members
 
     def static_member_id(self, instance_id: str | None) -> str | None:
+        """The member id of the static member with this group instance id, or None."""
         return None if instance_id is None else self.static_members.get(instance_id)
 
     def is_empty(self) -> bool:
+        """Whether the group has no members."""
         return not self.members
 
     def add(self, member: Member, join: "Deferred[JoinGroupResponse] | None" = None) -> None:
@@ -270,9 +281,11 @@ class ClassicGroup:
         return old, new
 
     def has_all_members_joined(self) -> bool:
+        """Whether every member has a parked JoinGroup and no pending member id is outstanding."""
         return len(self.members) == self.num_awaiting_join and not self.pending_members
 
     def not_yet_rejoined(self) -> list[Member]:
+        """The members without a parked JoinGroup in this rebalance."""
         return [m for m in self.members.values() if not m.is_awaiting_join]
 
     def rebalance_timeout_ms(self) -> int:
@@ -295,6 +308,7 @@ class ClassicGroup:
     # --- protocols -----------------------------------------------------------------------
 
     def candidate_protocols(self) -> set[str]:
+        """The protocols every member supports."""
         n = len(self.members)
         return {name for name, count in self._protocol_counts.items() if count == n and n > 0}
 

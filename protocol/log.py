@@ -24,10 +24,14 @@ class RecordLog(Protocol):
     the shard through GroupCoordinator.on_durable(offset).
     """
 
-    def append(self, records: Sequence[Record]) -> int: ...
+    def append(self, records: Sequence[Record]) -> int:
+        """Stage `records` and return the log end offset after them."""
+        ...
 
     @property
-    def durable_offset(self) -> int: ...
+    def durable_offset(self) -> int:
+        """How many records of the log are durable."""
+        ...
 
 
 class MemoryLog:
@@ -37,13 +41,16 @@ class MemoryLog:
         self.records: list[Record] = []
 
     def append(self, records: Sequence[Record]) -> int:
+        """Keep `records` (durable at once) and return the number of records kept so far."""
         self.records.extend(records)
         return len(self.records)
 
     @property
     def end_offset(self) -> int:
+        """The number of records appended so far."""
         return len(self.records)
 
     @property
     def durable_offset(self) -> int:
+        """The number of durable records: all of them."""
         return len(self.records)

@@ -10,6 +10,36 @@ from .values import OffsetAndMetadata, TopicPartition
 
 # --- JoinGroup -------------------------------------------------------------------------
 
+__all__ = [
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
+    "DescribedGroup",
+    "DescribedMember",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "JoinGroupMember",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "LeaveMemberResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
+    "ListedGroup",
+    "MemberIdentity",
+    "OffsetCommitRequest",
+    "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
+    "OffsetFetchPartition",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
+]
+
 
 @dataclass(frozen=True)
 class JoinGroupRequest:
@@ -148,12 +178,47 @@ class OffsetCommitRequest:
     group_instance_id: str | None = None
     retention_time_ms: int = -1
 
+    def __reduce__(self) -> tuple:
+        # Pickled as flat tuples: a commit carries many NamedTuples, and pickling each one costs
+        # more than the shard's whole work on it (this is what Ray sends to a partition actor).
+        offsets = self.offsets
+        rest = (self.generation_id, self.member_id, self.group_instance_id, self.retention_time_ms)
+        tp, om = TopicPartition, OffsetAndMetadata
+        if type(offsets) is not dict or not all(type(k) is tp and type(v) is om for k, v in offsets.items()):
+            return OffsetCommitRequest, (self.group_id, offsets, *rest)
+        flat = [(k[0], k[1], v[0], v[1], v[2]) for k, v in offsets.items()]
+        return _commit_request_from_wire, (flat, self.group_id, *rest)
+
 
 @dataclass(frozen=True)
 class OffsetCommitResponse:
     """An error per partition."""
 
     errors: dict[TopicPartition, Errors]
+
+    def __reduce__(self) -> tuple:
+        errors = self.errors
+        if type(errors) is not dict or not all(type(e) is Errors for e in errors.values()):
+            return OffsetCommitResponse, (errors,)
+        return _commit_response_from_wire, ([(tp[0], tp[1], e.value) for tp, e in errors.items()],)
+
+
+_ERRORS_BY_CODE = {e.value: e for e in Errors}
+_new_tuple = tuple.__new__
+
+
+def _commit_request_from_wire(
+    flat: list, group_id: str, generation_id: int, member_id: str, instance_id: str | None, retention: int
+) -> OffsetCommitRequest:
+    """Rebuild an OffsetCommitRequest pickled by its `__reduce__`."""
+    tp, om = TopicPartition, OffsetAndMetadata
+    offsets = {_new_tuple(tp, (t, p)): _new_tuple(om, (o, m, e)) for t, p, o, m, e in flat}
+    return OffsetCommitRequest(group_id, offsets, generation_id, member_id, instance_id, retention)
+
+
+def _commit_response_from_wire(items: list[tuple[str, int, int]]) -> OffsetCommitResponse:
+    """Rebuild an OffsetCommitResponse pickled by its `__reduce__`."""
+    return OffsetCommitResponse({_new_tuple(TopicPartition, (t, p)): _ERRORS_BY_CODE[e] for t, p, e in items})
 
 
 @dataclass(frozen=True)

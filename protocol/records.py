@@ -87,6 +87,7 @@ class Record(NamedTuple):
 
     @property
     def is_tombstone(self) -> bool:
+        """Whether this record deletes its key."""
         return self.value is None
 
 

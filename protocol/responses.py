@@ -1,15 +1,17 @@
-"""The error response of each API, for requests answered without reaching a group."""
+"""Responses built without a handler's logic: each API's error response, and JoinGroup/SyncGroup answers."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from .errors import Errors
+from .group import ClassicGroup, Member
 from .messages import (
     DeleteGroupsResponse,
     DescribedGroup,
     DescribeGroupsResponse,
     HeartbeatResponse,
+    JoinGroupMember,
     JoinGroupResponse,
     LeaveGroupResponse,
     ListGroupsResponse,
@@ -18,6 +20,36 @@ from .messages import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
+
+
+def join_error(error: Errors, member_id: str = "") -> JoinGroupResponse:
+    """A JoinGroup error response (generation -1, no protocol, no leader, no members)."""
+    return JoinGroupResponse(error, -1, None, None, "", member_id, [])
+
+
+def sync_error(error: Errors) -> SyncGroupResponse:
+    """A SyncGroup error response."""
+    return SyncGroupResponse(error, None, None, b"")
+
+
+def join_response(group: ClassicGroup, member: Member, skip: bool = False) -> JoinGroupResponse:
+    """The current generation as `member` sees it; the leader also gets the members."""
+    members: list[JoinGroupMember] = []
+    if group.is_leader(member.member_id):
+        protocol = group.protocol_name or ""
+        members = [
+            JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol)) for m in group.members.values()
+        ]
+    return JoinGroupResponse(
+        Errors.NONE,
+        group.generation_id,
+        group.protocol_type,
+        group.protocol_name,
+        group.leader_id or "",
+        member.member_id,
+        members,
+        skip,
+    )
 
 
 def _str_or(value: Any, default: str = "") -> str:
@@ -42,10 +74,8 @@ def _offset_keys(req: Any) -> list:
 
 
 _ERROR_RESPONSES: dict[str, Callable[[Any, Errors], Any]] = {
-    "join_group": lambda r, e: JoinGroupResponse(
-        e, -1, None, None, "", _str_or(getattr(r, "member_id", "")), []
-    ),
-    "sync_group": lambda r, e: SyncGroupResponse(e, None, None, b""),
+    "join_group": lambda r, e: join_error(e, _str_or(getattr(r, "member_id", ""))),
+    "sync_group": lambda r, e: sync_error(e),
     "heartbeat": lambda r, e: HeartbeatResponse(e),
     "leave_group": lambda r, e: LeaveGroupResponse(e, []),
     "commit_offsets": lambda r, e: OffsetCommitResponse({tp: e for tp in _offset_keys(r)}),

@@ -71,10 +71,12 @@ class ShardRuntime:
 
     @property
     def end_offset(self) -> int:
+        """The log end offset after the last append."""
         return self._end
 
     @property
     def durable_offset(self) -> int:
+        """How far the log is known to be durable."""
         return self._durable
 
     def on_durable(self, offset: int) -> None:

@@ -1,23 +1,30 @@
-"""groupcoord.spark: analytics of the committed-offset and group-metadata histories with Spark on Ray.
+"""groupcoord.spark: analytics of the committed-offset and group-metadata histories, with Spark on Ray or pandas.
 
 RayDP runs Spark inside the Ray cluster; Ray tasks decode the partition logs (through
 groupcoord.storage's reader, read-only) into Arrow blocks that Spark reads from the object store.
 It never calls the coordinator actors. Entry points: `run_analysis` (start Spark, analyse,
-render, plot, stop) and `analyze` (with a running SparkSession).
+render, plot, stop) and `analyze` (with a running SparkSession). Without Spark, `load_local`
+and the `*_local` functions of pandas_reports compute the same reports with pandas.
+Importing this package starts neither Spark nor Ray.
 """
 
 from .analyze import REPORT_TITLES, Analysis, analyze, run_analysis, wall_clock_ms
+from .blocks import arrow_to_spark
 from .burrow import group_status, partition_status
 from .end_offsets import end_offset_samples, end_offsets_frame
 from .loader import LoadedLog, LoadProgress, load_history, load_local, log_progress, print_progress
+from .pandas_reports import commit_summary_local, group_status_local, lag_report_local, partition_status_local
 from .plot import activity_timeseries, plot_report
 from .render import Rendered, format_table, render_rows
 from .reports import commit_summary, lag_report, rebalance_history, rebalance_summary
-from .schema import DEFAULT_WINDOW
+from .schema import COMMITS_SCHEMA, DEFAULT_WINDOW, END_OFFSETS_SCHEMA, GROUPS_SCHEMA
 from .session import SparkOptions, spark_session, start_spark, stop_spark
 
 __all__ = [
+    "COMMITS_SCHEMA",
     "DEFAULT_WINDOW",
+    "END_OFFSETS_SCHEMA",
+    "GROUPS_SCHEMA",
     "REPORT_TITLES",
     "Analysis",
     "LoadProgress",
@@ -26,16 +33,21 @@ __all__ = [
     "SparkOptions",
     "activity_timeseries",
     "analyze",
+    "arrow_to_spark",
     "commit_summary",
+    "commit_summary_local",
     "end_offset_samples",
     "end_offsets_frame",
     "format_table",
     "group_status",
+    "group_status_local",
     "lag_report",
+    "lag_report_local",
     "load_history",
     "load_local",
     "log_progress",
     "partition_status",
+    "partition_status_local",
     "plot_report",
     "print_progress",
     "rebalance_history",

@@ -88,6 +88,7 @@ def analyze(
     num_partitions: int | None = None,
     partitions: Iterable[int] | None = None,
     min_complete: float = 0.0,
+    allowed_lag: int = 0,
     progress: ProgressFn | None = log_progress,
     cache: bool = True,
     task_cpus: float = 1.0,
@@ -95,7 +96,8 @@ def analyze(
     """Load the logs under `root` into `spark` and define every report (evaluated when collected).
 
     `end_offsets` replaces the topic registry's reported end offsets (see end_offsets.py);
-    `window` is the number of commits per partition Burrow's rules look at; `cache` keeps the
+    `window` is the number of commits per partition Burrow's rules look at, `min_complete` and
+    `allowed_lag` are Burrow's minimum-complete and allowed-lag settings; `cache` keeps the
     loaded history in Spark's cache for the reports; `task_cpus` is reserved per decoding task.
     """
     now = wall_clock_ms() if now_ms is None else now_ms
@@ -103,7 +105,8 @@ def analyze(
                           cache=cache, task_cpus=task_cpus)
     samples = end_offset_samples(root, end_offsets, now_ms=now)
     samples_df = end_offsets_frame(spark, samples)
-    status = burrow.partition_status(loaded.commits, samples_df, now, window=window, min_complete=min_complete)
+    status = burrow.partition_status(loaded.commits, samples_df, now, window=window, min_complete=min_complete,
+                                     allowed_lag=allowed_lag)
     if cache:
         status = status.cache()  # small; group_status is computed from it
     return Analysis(

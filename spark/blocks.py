@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
 
 from .schema import table_to_ipc
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,7 @@ def blocks_to_spark(spark: Any, schema: pa.Schema, refs: Sequence[Any]) -> tuple
     return df, key
 
 
-def arrow_to_spark(spark: Any, table: pa.Table) -> Any:
+def arrow_to_spark(spark: Any, table: pa.Table) -> DataFrame:
     """A small driver-side Arrow table as a Spark DataFrame (through the object store, pinned until stop)."""
     import ray
 

@@ -1,24 +1,7 @@
-"""Consumer status per partition and per group, following Burrow's lag evaluation rules.
+"""Consumer status per partition and per group with Spark, following Burrow's lag evaluation rules.
 
-Burrow (linkedin/Burrow, core/internal/evaluator/caching.go) looks at a window of the last N
-commits of a partition (default 10), each stored with its lag at commit time, plus the current
-lag and the recent log-end offsets, and decides, in this order:
-
-* current lag 0: OK;
-* STOP: (now - last commit time) > (last - first commit time of the window), unless some recent
-  end offset (the last N samples) is at or below the last committed offset;
-* then, only if no commit of the window had lag 0: REWIND if an offset ever decreases in the
-  window, STALL if the offset never changes, WARN if the lag never decreases;
-* otherwise OK.
-
-A group takes its worst partition's status, STOP, STALL and REWIND becoming ERR.
-
-Here a commit's lag is the end offset last reported at or before its commit time minus its
-offset (at least 0; null when no end offset was reported before it). Where a partition has no
-end offsets at all, the current lag is unknown and taken as non-zero, so STOP, REWIND and STALL
-are judged on commit progress alone; WARN needs at least two commits with a known lag (Burrow
-only keeps commits once it knows the broker offset, so its windows always have them). A key
-whose latest record is a tombstone has no committed offset and is left out.
+The rules, and how they are read here, are described in burrow_rules.py; pandas_reports.py
+computes the same statuses without Spark.
 """
 
 from __future__ import annotations
@@ -28,13 +11,11 @@ import logging
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .burrow_rules import SEVERITY, check_status_options
 from .reports import latest_end_offsets, non_negative, samples_until
 from .schema import COMMIT_KEY, DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
-
-# Burrow's StatusConstant order: a larger value is worse.
-SEVERITY = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
 
 
 def commit_windows(commits: DataFrame, window: int = DEFAULT_WINDOW) -> DataFrame:
@@ -84,7 +65,7 @@ def _recent_end_offsets(samples: DataFrame, now_ms: int, window: int) -> DataFra
 _STATUS_SQL = """
 CASE
   WHEN complete < {min_complete} THEN 'OK'
-  WHEN current_lag = 0 THEN 'OK'
+  WHEN current_lag <= {allowed_lag} THEN 'OK'
   WHEN _stopped AND NOT _recent_lag_zero THEN 'STOP'
   WHEN _lag_always_nonzero AND _rewind THEN 'REWIND'
   WHEN _lag_always_nonzero AND _stalled THEN 'STALL'
@@ -101,14 +82,16 @@ def partition_status(
     *,
     window: int = DEFAULT_WINDOW,
     min_complete: float = 0.0,
+    allowed_lag: int = 0,
 ) -> DataFrame:
-    """Burrow's status of every group/topic/partition with a committed offset (see the module doc).
+    """Burrow's status of every group/topic/partition with a committed offset (see burrow_rules.py).
 
     `complete` is the share of the window that is filled; partitions below `min_complete` are
-    OK, as in Burrow's minimum-complete setting. Columns also show the window's offsets and lags.
+    OK, as in Burrow's minimum-complete setting; a lag of at most `allowed_lag` counts as none,
+    as in Burrow's allowed-lag setting. Columns also show the window's offsets and lags.
     """
-    if window < 1:
-        raise ValueError(f"window must be at least 1, not {window}")
+    check_status_options(window, allowed_lag)
+    allowed_lag = int(allowed_lag)
     lagged = with_commit_lag(commit_windows(commits, window), samples, now_ms)
     per_key = lagged.groupBy(*COMMIT_KEY).agg(
         F.sort_array(F.collect_list(F.struct("log_partition", "log_offset", "offset", "commit_timestamp", "lag")))
@@ -138,7 +121,7 @@ def partition_status(
         "*",
         (F.lit(now_ms) - F.col("window_end_ms") > F.col("window_end_ms") - F.col("window_start_ms")).alias("_stopped"),
         F.expr("coalesce(exists(recent_end_offsets, b -> b <= committed_offset), false)").alias("_recent_lag_zero"),
-        F.expr("NOT exists(window_lags, l -> coalesce(l = 0, false))").alias("_lag_always_nonzero"),
+        F.expr(f"NOT exists(window_lags, l -> coalesce(l <= {allowed_lag}, false))").alias("_lag_always_nonzero"),
         F.expr(
             "exists(transform(slice(window_offsets, 2, window_commits), (x, i) -> x < window_offsets[i]), b -> b)"
         ).alias("_rewind"),
@@ -147,7 +130,7 @@ def partition_status(
             "size(_lags) >= 2 AND NOT exists(transform(slice(_lags, 2, size(_lags)), (x, i) -> x < _lags[i]), b -> b)"
         ).alias("_lag_not_decreasing"),
     )
-    status = F.expr(_STATUS_SQL.format(min_complete=float(min_complete)))
+    status = F.expr(_STATUS_SQL.format(min_complete=float(min_complete), allowed_lag=allowed_lag))
     return df.select(
         *COMMIT_KEY,
         status.alias("status"),

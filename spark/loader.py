@@ -31,7 +31,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LoadProgress:
-    """One finished range: which one, what it held, and how far the whole load is."""
+    """One finished range: which one, what it held, and how far the whole load is.
+
+    `done` of `total` ranges are loaded; `seconds` counts from the start of the load.
+    """
 
     done: int
     total: int
@@ -220,7 +223,7 @@ def load_local(
     partitions: Iterable[int] | None = None,
     progress: ProgressFn | None = log_progress,
 ) -> tuple[pa.Table, pa.Table]:
-    """Read the same histories on the driver into two Arrow tables (for small logs and baselines)."""
+    """Read the same histories on the driver into two Arrow tables: the input of pandas_reports (no Spark)."""
     started = time.perf_counter()
     ranges = plan_load(root, num_partitions, partitions)
     commits, groups = [COMMITS_SCHEMA.empty_table()], [GROUPS_SCHEMA.empty_table()]

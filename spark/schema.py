@@ -18,6 +18,14 @@ LOG_POSITION = ["log_partition", "log_offset"]
 # Commits per partition in the window of Burrow's rules (its "intervals" setting).
 DEFAULT_WINDOW = 10
 
+# The last columns of both histories: whether the record is a tombstone, and where it is in the log.
+_RECORD_FIELDS = [
+    pa.field("tombstone", pa.bool_(), nullable=False),
+    pa.field("log_partition", pa.int32(), nullable=False),
+    pa.field("log_offset", pa.int64(), nullable=False),
+    pa.field("log_timestamp", pa.int64(), nullable=False),
+]
+
 COMMITS_SCHEMA = pa.schema(
     [
         pa.field("group", pa.string(), nullable=False),
@@ -29,10 +37,7 @@ COMMITS_SCHEMA = pa.schema(
         pa.field("metadata", pa.string()),
         pa.field("commit_timestamp", pa.int64()),
         pa.field("expire_timestamp", pa.int64()),
-        pa.field("tombstone", pa.bool_(), nullable=False),
-        pa.field("log_partition", pa.int32(), nullable=False),
-        pa.field("log_offset", pa.int64(), nullable=False),
-        pa.field("log_timestamp", pa.int64(), nullable=False),
+        *_RECORD_FIELDS,
     ]
 )
 
@@ -59,10 +64,7 @@ GROUPS_SCHEMA = pa.schema(
         pa.field("members", pa.list_(MEMBER_TYPE)),
         # The group's current_state_timestamp, or the append time when the record has none.
         pa.field("timestamp", pa.int64(), nullable=False),
-        pa.field("tombstone", pa.bool_(), nullable=False),
-        pa.field("log_partition", pa.int32(), nullable=False),
-        pa.field("log_offset", pa.int64(), nullable=False),
-        pa.field("log_timestamp", pa.int64(), nullable=False),
+        *_RECORD_FIELDS,
     ]
 )
 

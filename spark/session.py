@@ -55,7 +55,7 @@ def ensure_ray(address: str | None = None, **init_kwargs: Any) -> None:
         ray.init(address=address, **init_kwargs)
 
 
-def start_spark(options: SparkOptions | None = None, *, ray_address: str | None = None):
+def start_spark(options: SparkOptions | None = None, *, ray_address: str | None = None) -> Any:
     """Start Spark on Ray with RayDP and return its SparkSession (takes about half a minute)."""
     import raydp
 

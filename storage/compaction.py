@@ -38,15 +38,8 @@ from typing import BinaryIO, Callable
 
 from .errors import CompactionError
 from .framing import BatchDecoder, EntryScanner, frame_entry, marker_entry
-from .segment import (
-    FsyncFn,
-    Segment,
-    fsync_directory,
-    list_segment_files,
-    os_fsync,
-    parse_segment_file_name,
-    segment_file_name,
-)
+from .fsync import FsyncFn, fsync_directory, os_fsync
+from .segment import Segment, list_segment_files, parse_segment_file_name, segment_file_name
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ import logging
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import msgpack
@@ -72,26 +73,16 @@ def marker_entry(end_offset: int, timestamp_ms: int) -> bytes:
     return frame_entry(end_offset, 0, timestamp_ms, b"")
 
 
+@dataclass(slots=True, eq=False)
 class Entry:
     """One checked entry of a segment; `payload` and `raw` are views valid until the scan moves on."""
 
-    __slots__ = ("base_offset", "payload", "position", "raw", "record_count", "timestamp_ms")
-
-    def __init__(
-        self,
-        position: int,
-        base_offset: int,
-        record_count: int,
-        timestamp_ms: int,
-        payload: memoryview,
-        raw: memoryview,
-    ) -> None:
-        self.position = position
-        self.base_offset = base_offset
-        self.record_count = record_count
-        self.timestamp_ms = timestamp_ms
-        self.payload = payload
-        self.raw = raw
+    position: int
+    base_offset: int
+    record_count: int
+    timestamp_ms: int
+    payload: memoryview
+    raw: memoryview
 
     @property
     def next_offset(self) -> int:

@@ -20,16 +20,18 @@ import os
 import threading
 import time
 import zlib
+from contextlib import closing
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 from groupcoord.protocol.records import Record, encode_batch
 
 from .compaction import CompactionResult, Compactor, StepHook, recover_directory
 from .errors import CompactionError, CorruptLogError, LogClosedError, StorageError
-from .framing import BatchDecoder, EntryScanner, entry_header
-from .reader import LogRecord, iter_file_log_records, iter_file_records
-from .segment import FsyncFn, Segment, fsync_directory, list_segment_files, os_fsync, segment_file_name
+from .framing import EntryScanner, entry_header
+from .fsync import FsyncFn, fsync_directory, os_fsync
+from .reader import Batch, LogRecord, OpenSegment, iter_log_records, read_opened
+from .segment import Segment, list_segment_files, segment_file_name
 
 log = logging.getLogger(__name__)
 
@@ -264,33 +266,27 @@ class PartitionLog:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _snapshot(self) -> list[tuple[Segment, int, Any]]:
+    def _snapshot(self) -> list[OpenSegment]:
         with self._segments_lock:
-            opened = []
+            opened: list[OpenSegment] = []
             try:
                 for seg in self._segments:
-                    opened.append((seg, seg.size, open(seg.path, "rb")))
+                    opened.append(OpenSegment(seg.base_offset, seg.path, open(seg.path, "rb"), seg.size))
             except BaseException:
-                for _, _, f in opened:
-                    f.close()
+                for o in opened:
+                    o.file.close()
                 raise
             return opened
 
-    def _read(self, start_offset: int, with_offsets: bool) -> Iterator[Any]:
-        opened = self._snapshot()
-        iterate = iter_file_log_records if with_offsets else iter_file_records
-        try:
-            for i, (seg, size, f) in enumerate(opened):
-                if i + 1 < len(opened) and opened[i + 1][0].base_offset <= start_offset:
-                    continue
-                yield from iterate(f, seg.path, size, min_offset=seg.base_offset, start_offset=start_offset)
-        finally:
-            for _, _, f in opened:
-                f.close()
+    def _batches(self, start_offset: int) -> Generator[Batch, None, None]:
+        # A generator, so that the snapshot is taken at the first next().
+        yield from read_opened(self._snapshot(), start_offset)
 
     def iter_records(self, start_offset: int = 0) -> Iterator[Record]:
         """Every written record from start_offset on, in order (a snapshot taken at the first next())."""
-        return self._read(start_offset, with_offsets=False)
+        with closing(self._batches(start_offset)) as batches:
+            for batch in batches:
+                yield from batch.records
 
     def replay(self) -> Iterator[Record]:
         """Every record of the log in order: what a restarted shard loads."""
@@ -298,19 +294,13 @@ class PartitionLog:
 
     def replay_batches(self) -> Iterator[list[Record]]:
         """The records of the log in order, a list per entry (as appended): replay without a step per record."""
-        opened = self._snapshot()
-        try:
-            for seg, size, f in opened:
-                decoder = BatchDecoder(seg.path)
-                for entry in EntryScanner(f, seg.path, size, min_offset=seg.base_offset):
-                    yield decoder.decode(entry)
-        finally:
-            for _, _, f in opened:
-                f.close()
+        with closing(self._batches(0)) as batches:
+            for batch in batches:
+                yield batch.records
 
     def read(self, start_offset: int = 0) -> Iterator[LogRecord]:
         """Like iter_records, with each record's offset and append timestamp."""
-        return self._read(start_offset, with_offsets=True)
+        return iter_log_records(self._batches(start_offset))
 
     # --- compaction ------------------------------------------------------------------------
 

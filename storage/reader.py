@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import closing
 from pathlib import Path
-from typing import BinaryIO, Iterator, NamedTuple
+from typing import BinaryIO, Generator, Iterator, NamedTuple, Sequence
 
 from groupcoord.protocol.records import Record
 
@@ -34,46 +35,62 @@ class LogRecord(NamedTuple):
     record: Record
 
 
-def iter_file_records(
-    file: BinaryIO,
-    path: str | os.PathLike[str],
-    limit: int,
-    *,
-    min_offset: int = 0,
-    start_offset: int = 0,
-    allow_torn_tail: bool = False,
-) -> Iterator[Record]:
-    """The records of one open segment file up to byte `limit`, from `start_offset` on."""
-    decoder = BatchDecoder(path)
-    scanner = EntryScanner(file, path, limit, min_offset=min_offset, allow_torn_tail=allow_torn_tail)
+class Batch(NamedTuple):
+    """The records of one entry from `offset` on, with the timestamp (ms) of the append that wrote them."""
+
+    offset: int
+    timestamp_ms: int
+    records: list[Record]
+
+
+class OpenSegment(NamedTuple):
+    """A segment file opened for reading: read up to byte `limit` (None: its size when reached)."""
+
+    base_offset: int
+    path: Path
+    file: BinaryIO
+    limit: int | None
+
+
+def iter_batches(scanner: EntryScanner, start_offset: int = 0) -> Iterator[Batch]:
+    """The decoded entries `scanner` walks, leaving out the records below `start_offset`."""
+    decoder = BatchDecoder(scanner.path)
     for entry in scanner:
-        if entry.base_offset >= start_offset:
-            yield from decoder.decode(entry)
+        base = entry.base_offset
+        if base >= start_offset:
+            yield Batch(base, entry.timestamp_ms, decoder.decode(entry))
         elif entry.next_offset > start_offset:
-            yield from decoder.decode(entry)[start_offset - entry.base_offset :]
+            yield Batch(start_offset, entry.timestamp_ms, decoder.decode(entry)[start_offset - base :])
 
 
-def iter_file_log_records(
-    file: BinaryIO,
-    path: str | os.PathLike[str],
-    limit: int,
-    *,
-    min_offset: int = 0,
-    start_offset: int = 0,
-    allow_torn_tail: bool = False,
-) -> Iterator[LogRecord]:
-    """Like iter_file_records, but each record comes with its offset and timestamp."""
-    decoder = BatchDecoder(path)
-    scanner = EntryScanner(file, path, limit, min_offset=min_offset, allow_torn_tail=allow_torn_tail)
-    for entry in scanner:
-        if entry.next_offset <= start_offset:
-            continue
-        offset = entry.base_offset
-        ts = entry.timestamp_ms
-        for record in decoder.decode(entry):
-            if offset >= start_offset:
-                yield LogRecord(offset, ts, record)
-            offset += 1
+def iter_log_records(batches: Generator[Batch, None, None]) -> Iterator[LogRecord]:
+    """The records of `batches` one by one, each with its offset and timestamp; closes `batches` at the end."""
+    with closing(batches):
+        for offset, ts, records in batches:
+            for i, record in enumerate(records, offset):
+                yield LogRecord(i, ts, record)
+
+
+def read_opened(
+    opened: Sequence[OpenSegment], start_offset: int = 0, *, allow_torn_tail: bool = False
+) -> Generator[Batch, None, None]:
+    """The batches of consecutive open segments from `start_offset` on; closes every file at the end.
+
+    With `allow_torn_tail`, the last segment may end in an incomplete entry (one being written).
+    """
+    try:
+        last = len(opened) - 1
+        for i, seg in enumerate(opened):
+            if i < last and opened[i + 1].base_offset <= start_offset:
+                continue
+            f = seg.file
+            limit = seg.limit if seg.limit is not None else os.fstat(f.fileno()).st_size
+            scanner = EntryScanner(f, seg.path, limit, min_offset=seg.base_offset,
+                                   allow_torn_tail=allow_torn_tail and i == last)
+            yield from iter_batches(scanner, start_offset)
+    finally:
+        for seg in opened:
+            seg.file.close()
 
 
 def list_segments(directory: str | os.PathLike[str]) -> list[Path]:
@@ -85,17 +102,14 @@ def read_segment(path: str | os.PathLike[str], start_offset: int = 0) -> Iterato
     """(offset, timestamp, record) of every complete entry of one segment file."""
     path = Path(path)
     base = parse_segment_file_name(path.name.removesuffix(SWAP_SUFFIX)) or 0
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        yield from iter_file_log_records(
-            f, path, size, min_offset=base, start_offset=start_offset, allow_torn_tail=True
-        )
+    opened = [OpenSegment(base, path, open(path, "rb"), None)]
+    yield from iter_log_records(read_opened(opened, start_offset, allow_torn_tail=True))
 
 
-def _open_snapshot(directory: Path) -> list[tuple[int, Path, BinaryIO]]:
+def _open_snapshot(directory: Path) -> list[OpenSegment]:
     """Open the segments that make up the log right now (see the module docstring)."""
     for attempt in range(_SNAPSHOT_ATTEMPTS):
-        opened: list[tuple[int, Path, BinaryIO]] = []
+        opened: list[OpenSegment] = []
         try:
             try:
                 names = sorted(os.listdir(directory))
@@ -108,45 +122,29 @@ def _open_snapshot(directory: Path) -> list[tuple[int, Path, BinaryIO]]:
                     if base is None:
                         continue
                     f = open(directory / name, "rb")
-                    opened.append((base, directory / name, f))
+                    opened.append(OpenSegment(base, directory / name, f, None))
                     end = swap_extent_end(f, directory / name, base)
                     for b in [b for b in segments if base <= b < end]:
                         del segments[b]
             for base, path in sorted(segments.items()):
-                opened.append((base, path, open(path, "rb")))
-            opened.sort(key=lambda t: t[0])
+                opened.append(OpenSegment(base, path, open(path, "rb"), None))
+            opened.sort(key=lambda seg: seg.base_offset)
             return opened
         except FileNotFoundError:
             log.debug("%s changed while being opened (attempt %d), retrying", directory, attempt + 1)
-            for _, _, f in opened:
-                f.close()
+            for seg in opened:
+                seg.file.close()
         except BaseException:
-            for _, _, f in opened:
-                f.close()
+            for seg in opened:
+                seg.file.close()
             raise
     raise StorageError(f"{directory}: the segments kept changing while being opened for reading")
 
 
 def read_partition(directory: str | os.PathLike[str], start_offset: int = 0) -> Iterator[LogRecord]:
     """(offset, timestamp, record) of every complete entry of a partition directory, in order."""
-    directory = Path(directory)
-    opened = _open_snapshot(directory)
-    try:
-        for i, (base, path, f) in enumerate(opened):
-            if i + 1 < len(opened) and opened[i + 1][0] <= start_offset:
-                continue
-            size = os.fstat(f.fileno()).st_size
-            yield from iter_file_log_records(
-                f,
-                path,
-                size,
-                min_offset=base,
-                start_offset=start_offset,
-                allow_torn_tail=i == len(opened) - 1,
-            )
-    finally:
-        for _, _, f in opened:
-            f.close()
+    opened = _open_snapshot(Path(directory))
+    yield from iter_log_records(read_opened(opened, start_offset, allow_torn_tail=True))
 
 
 def read_log(path: str | os.PathLike[str], start_offset: int = 0) -> Iterator[LogRecord]:
@@ -154,4 +152,3 @@ def read_log(path: str | os.PathLike[str], start_offset: int = 0) -> Iterator[Lo
     if Path(path).is_dir():
         return read_partition(path, start_offset)
     return read_segment(path, start_offset)
-

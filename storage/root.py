@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StorageConfigError
+from .fsync import FsyncFn, fsync_directory, os_fsync
 from .partition_log import PartitionLog
-from .segment import FsyncFn, fsync_directory, os_fsync
 
 log = logging.getLogger(__name__)
 

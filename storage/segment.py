@@ -5,23 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .errors import LogWriteError
+from .fsync import FsyncFn
 
 log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".log"
 OFFSET_DIGITS = 20
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-
-FsyncFn = Callable[[int], None]
-
-
-def os_fsync(fd: int) -> None:
-    """os.fsync, looked up at call time so that tests can monkeypatch it."""
-    os.fsync(fd)
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -53,41 +47,21 @@ def list_segment_files(directory: str | os.PathLike[str]) -> list[tuple[int, Pat
     return found
 
 
-def fsync_directory(directory: str | os.PathLike[str], fsync: FsyncFn = os_fsync) -> None:
-    """Make renames, creations and deletions in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: str | os.PathLike[str], fsync: FsyncFn = os_fsync) -> None:
-    """Make the contents of the file at `path` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fsync(fd)
-    finally:
-        os.close(fd)
-
-
+@dataclass(slots=True, eq=False, repr=False)
 class Segment:
     """One segment file: where it is, the offsets it covers, and (while active) its append handle.
 
     `size` counts only whole entries that were written; `next_offset` is the offset after the
     segment's last record or extent marker (its base offset while it is empty); `clean` says the
-    segment was written by compaction.
+    segment was written by compaction. Segments compare by identity.
     """
 
-    __slots__ = ("base_offset", "clean", "fd", "next_offset", "path", "size")
-
-    def __init__(self, path: Path, base_offset: int, size: int, next_offset: int, clean: bool) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.size = size
-        self.next_offset = next_offset
-        self.clean = clean
-        self.fd: int | None = None
+    path: Path
+    base_offset: int
+    size: int
+    next_offset: int
+    clean: bool
+    fd: int | None = None
 
     def __repr__(self) -> str:
         return (

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .fsync import FsyncFn, fsync_directory, os_fsync
+
 log = logging.getLogger(__name__)
 
 REGISTRY_FILE = "topics.json"
@@ -30,21 +32,20 @@ class TopicInfo:
     end_offsets_updated_ms: dict[int, int] = field(default_factory=dict)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class TopicRegistry:
-    """Topics known to a service, persisted in its storage root."""
+    """Topics known to a service, persisted in its storage root; `fsync` replaces os.fsync (tests)."""
 
-    def __init__(self, root: str | os.PathLike, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        clock_ms: Callable[[], int] | None = None,
+        *,
+        fsync: FsyncFn | None = None,
+    ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._now = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._fsync: FsyncFn = fsync if fsync is not None else os_fsync
         self.topics: dict[str, TopicInfo] = self._read()
 
     def _read(self) -> dict[str, TopicInfo]:
@@ -74,9 +75,9 @@ class TopicRegistry:
         with open(tmp, "w") as f:
             json.dump(data, f, indent=1)
             f.flush()
-            os.fsync(f.fileno())
+            self._fsync(f.fileno())
         os.replace(tmp, self.root / REGISTRY_FILE)
-        _fsync_dir(self.root)
+        fsync_directory(self.root, self._fsync)
 
     def create(self, name: str, partitions: int) -> None:
         """Register a topic; raises ValueError for a bad name/count or an existing topic."""
@@ -118,7 +119,7 @@ class TopicRegistry:
                 info.end_offsets_updated_ms[p] = now
                 f.write(json.dumps({"topic": name, "partition": p, "offset": o, "timestamp": now}) + "\n")
             f.flush()
-            os.fsync(f.fileno())
+            self._fsync(f.fileno())
         self._write()
 
 

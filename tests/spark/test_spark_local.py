@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -13,7 +16,12 @@ from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Reco
 from groupcoord.spark.decode import decode_range, plan_ranges
 from groupcoord.spark.end_offsets import end_offset_samples
 from groupcoord.spark.loader import load_local, plan_load, storage_partitions
-from groupcoord.spark.local_reports import commit_summary_local, lag_report_local, partition_status_local
+from groupcoord.spark.pandas_reports import (
+    commit_summary_local,
+    group_status_local,
+    lag_report_local,
+    partition_status_local,
+)
 from groupcoord.spark.render import format_duration, format_instant, format_table, render_rows
 from groupcoord.spark.session import SparkOptions
 from groupcoord.storage import StorageRoot
@@ -114,6 +122,58 @@ def test_local_partition_status(history):
     windows = h.by_key(rows, ["window_offsets", "window_lags", "window_start_ms", "window_end_ms"])
     for key, expected in h.EXPECTED_WINDOWS.items():
         assert windows[key] == expected
+
+
+def test_local_partition_status_with_an_allowed_lag(history):
+    _, commits, _, samples = history
+
+    def statuses(**options):
+        return {k: v[0] for k, v in h.by_key(_rows(partition_status_local(commits, samples, h.NOW, **options)),
+                                             ["status"]).items()}
+
+    expected = {k: v[0] for k, v in h.EXPECTED_STATUS.items()}
+    assert statuses(allowed_lag=0) == expected
+    # A window lag of at most 100 counts as none: alpha-1 (lags from 90) and alpha-3 (lags of 50) become OK;
+    # alpha-2 still stopped, alpha-4 (lags from 510) still lagging, zeta-1 (lag unknown) still stalled.
+    assert statuses(allowed_lag=100) == expected | {("alpha", "events", 1): "OK", ("alpha", "events", 3): "OK"}
+    # A current lag of at most the allowed lag is OK whatever the window; an unknown one is not.
+    assert statuses(allowed_lag=1200) == {k: "STALL" if k == ("zeta", "audit", 1) else "OK" for k in expected}
+    with pytest.raises(ValueError, match="allowed_lag"):
+        partition_status_local(commits, samples, h.NOW, allowed_lag=-1)
+
+
+def test_local_group_status(history):
+    _, commits, _, samples = history
+    rows = _rows(group_status_local(partition_status_local(commits, samples, h.NOW)))
+    got = {r["group"]: (r["status"], r["worst_partition_status"], r["partitions"], r["partitions_not_ok"],
+                        r["total_lag"], (r["max_lag_topic"], r["max_lag_partition"], r["max_lag"]))
+           for r in rows}
+    assert got == h.EXPECTED_GROUPS
+    assert [r["group"] for r in rows] == sorted(got) and {r["complete"] for r in rows} == {1.0}
+
+
+def test_importing_the_package_starts_neither_spark_nor_ray():
+    code = (
+        "import sys, groupcoord.spark as s\n"
+        "names = ['COMMITS_SCHEMA', 'END_OFFSETS_SCHEMA', 'arrow_to_spark', 'partition_status',\n"
+        "         'partition_status_local', 'group_status']\n"
+        "assert all(hasattr(s, n) for n in names)\n"
+        "assert 'raydp' not in sys.modules\n"
+        "assert 'ray' not in sys.modules or not sys.modules['ray'].is_initialized()\n"
+        "from pyspark import SparkContext\n"
+        "assert SparkContext._active_spark_context is None and SparkContext._gateway is None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_status_options_are_keyword_only_as_documented():
+    import groupcoord.spark as s
+
+    for fn in (s.partition_status, s.partition_status_local):
+        params = inspect.signature(fn).parameters
+        assert list(params)[:3] == ["commits", "samples", "now_ms"]
+        for name, default in (("window", s.DEFAULT_WINDOW), ("min_complete", 0.0), ("allowed_lag", 0)):
+            assert params[name].kind is inspect.Parameter.KEYWORD_ONLY and params[name].default == default
 
 
 def test_local_lag_report(history):

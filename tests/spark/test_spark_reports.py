@@ -17,6 +17,7 @@ from groupcoord.spark import (
     commit_summary,
     end_offset_samples,
     end_offsets_frame,
+    group_status,
     lag_report,
     load_history,
     load_local,
@@ -25,7 +26,12 @@ from groupcoord.spark import (
     start_spark,
     stop_spark,
 )
-from groupcoord.spark.local_reports import commit_summary_local, lag_report_local, partition_status_local
+from groupcoord.spark.pandas_reports import (
+    commit_summary_local,
+    group_status_local,
+    lag_report_local,
+    partition_status_local,
+)
 from groupcoord.spark.plot import activity_timeseries, plot_timeseries
 
 
@@ -112,16 +118,34 @@ def test_spark_and_pandas_agree(analysis, collected, root):
     commits_arrow, _ = load_local(root, progress=None)
     samples = analysis.samples
 
-    def same(spark_rows, frame, columns):
+    def same(spark_rows, frame, columns, **by):
         """The Spark rows and the pandas frame hold the same values of `columns` per key."""
         local = [{c: (None if isinstance(v, float) and math.isnan(v) else v) for c, v in r.items()}
                  for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
-        assert h.by_key(spark_rows, columns) == h.by_key(local, columns)
+        assert h.by_key(spark_rows, columns, **by) == h.by_key(local, columns, **by)
 
     same(collected["commits"], commit_summary_local(commits_arrow, h.NOW), h.COMMIT_COLUMNS)
     same(collected["lag"], lag_report_local(commits_arrow, samples, h.NOW), h.LAG_COLUMNS)
-    same(collected["partition_status"], partition_status_local(commits_arrow, samples, h.NOW),
-         [*h.STATUS_COLUMNS, "window_offsets", "window_lags"])
+    status_columns = [*h.STATUS_COLUMNS, "window_offsets", "window_lags"]
+    local_status = partition_status_local(commits_arrow, samples, h.NOW)
+    same(collected["partition_status"], local_status, status_columns)
+    group_columns = ["status", "worst_partition_status", "partitions", "partitions_not_ok", "total_lag",
+                     "max_lag_topic", "max_lag_partition", "max_lag", "complete"]
+    same(collected["group_status"], group_status_local(local_status), group_columns, key=("group",))
+
+
+@pytest.mark.parametrize("allowed_lag", [100, 1200])
+def test_spark_and_pandas_agree_on_an_allowed_lag(analysis, spark, root, allowed_lag):
+    commits_arrow, _ = load_local(root, progress=None)
+    samples = end_offsets_frame(spark, analysis.samples)
+    status = partition_status(analysis.loaded.commits, samples, h.NOW, allowed_lag=allowed_lag)
+    got = {(r.group, r.topic, r.partition): r.status for r in status.collect()}
+    local = partition_status_local(commits_arrow, analysis.samples, h.NOW, allowed_lag=allowed_lag)
+    assert got == {(g, t, p): st for g, t, p, st in zip(local["group"], local["topic"], local["partition"],
+                                                         local["status"], strict=True)}
+    assert got[("alpha", "events", 3)] == "OK" and got[("zeta", "audit", 1)] == "STALL"
+    groups = {r.group: r.status for r in group_status(status).collect()}
+    assert groups == dict(zip(*(group_status_local(local)[c] for c in ("group", "status")), strict=True))
 
 
 def test_a_user_table_of_current_end_offsets(spark, analysis):

@@ -1,7 +1,11 @@
-"""The same reports computed with pandas on the driver, from Arrow tables (see loader.load_local).
+"""The reports without Spark: the same reports as reports.py and burrow.py, computed with pandas.
 
-For small logs, for checking the Spark reports, and as the baseline of benchmarks/bench_spark.py.
-Columns and values match commit_summary, partition_status and lag_report of the Spark modules.
+This is the no-Spark implementation of the analytics. It reads the Arrow tables that
+loader.load_local decodes on the driver (the same rows that Spark loads) and returns pandas
+DataFrames with the columns and values of commit_summary, lag_report, partition_status and
+group_status. It serves small deployments that do not want to start Spark, checks the Spark
+reports in the tests, and is the baseline of benchmarks/bench_spark.py. It imports neither
+Spark nor Ray.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .burrow_rules import SEVERITY, check_status_options, group_status_of
 from .schema import COMMIT_KEY, DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
@@ -29,7 +34,7 @@ def _frame(commits: pa.Table) -> pd.DataFrame:
 
 
 def commit_summary_local(commits: pa.Table, now_ms: int) -> pd.DataFrame:
-    """commit_summary with pandas."""
+    """commit_summary with pandas: per group/topic/partition, committed offset, commits, rate and times."""
     df = _frame(commits)
     by_key = df.groupby(COMMIT_KEY, sort=True)
     out = by_key.agg(tombstones=("tombstone", "sum"), deleted=("tombstone", "last"))
@@ -69,7 +74,7 @@ def _latest_ends(s: pd.DataFrame) -> pd.DataFrame:
 
 
 def lag_report_local(commits: pa.Table, samples: pa.Table, now_ms: int) -> pd.DataFrame:
-    """lag_report with pandas."""
+    """lag_report with pandas: per group/topic/partition with a known end offset, lag and time lag."""
     current = _current(_frame(commits))
     s = _samples(samples, now_ms)
     known = current.merge(_latest_ends(s), on=["topic", "partition"])
@@ -101,15 +106,15 @@ def lag_report_local(commits: pa.Table, samples: pa.Table, now_ms: int) -> pd.Da
 
 
 def _status(offsets: np.ndarray, times: np.ndarray, lags: list, current_lag, recent: np.ndarray, now_ms: int,
-            window: int, min_complete: float) -> str:
+            window: int, min_complete: float, allowed_lag: int) -> str:
     n = len(offsets)
-    if n / window < min_complete or current_lag == 0:
+    if n / window < min_complete or (current_lag is not None and current_lag <= allowed_lag):
         return "OK"
     last = offsets[-1]
     stopped = (now_ms - times[-1]) > (times[-1] - times[0])
     if stopped and not (recent <= last).any():
         return "STOP"
-    if any(lag == 0 for lag in lags):
+    if any(lag is not None and lag <= allowed_lag for lag in lags):
         return "OK"
     if (np.diff(offsets) < 0).any():
         return "REWIND"
@@ -122,8 +127,9 @@ def _status(offsets: np.ndarray, times: np.ndarray, lags: list, current_lag, rec
 
 
 def partition_status_local(commits: pa.Table, samples: pa.Table, now_ms: int, *, window: int = DEFAULT_WINDOW,
-                           min_complete: float = 0.0) -> pd.DataFrame:
+                           min_complete: float = 0.0, allowed_lag: int = 0) -> pd.DataFrame:
     """partition_status with pandas (a Python loop over keys for the rules themselves)."""
+    check_status_options(window, allowed_lag)
     df = _frame(commits)
     df["_pos"] = np.arange(len(df))
     last_tomb = df[df["tombstone"]].groupby(COMMIT_KEY)["_pos"].max().rename("_tomb")
@@ -147,10 +153,31 @@ def partition_status_local(commits: pa.Table, samples: pa.Table, now_ms: int, *,
         lags = [None if pd.isna(e) else max(int(e) - int(o), 0) for e, o in zip(g["_end"], offsets, strict=True)]
         end, recent = ends.get((topic, partition), (None, np.array([], dtype=np.int64)))
         current_lag = None if end is None else max(end - int(offsets[-1]), 0)
-        status = _status(offsets, times, lags, current_lag, recent, now_ms, window, min_complete)
+        status = _status(offsets, times, lags, current_lag, recent, now_ms, window, min_complete, allowed_lag)
         rows.append((group, topic, partition, status, int(offsets[-1]), end, current_lag, len(offsets) / window,
                      len(offsets), int(times[0]), int(times[-1]), [int(o) for o in offsets], lags))
     cols = [*COMMIT_KEY, "status", "committed_offset", "end_offset", "current_lag", "complete", "window_commits",
             "window_start_ms", "window_end_ms", "window_offsets", "window_lags"]
     out = pd.DataFrame(rows, columns=cols)
     return out.astype({"end_offset": "Int64", "current_lag": "Int64"})
+
+
+_GROUP_COLUMNS = ["group", "status", "worst_partition_status", "partitions", "partitions_not_ok", "total_lag",
+                  "max_lag_topic", "max_lag_partition", "max_lag", "complete"]
+
+
+def group_status_local(partitions: pd.DataFrame) -> pd.DataFrame:
+    """group_status with pandas, from partition_status_local: per group, the worst status, lag totals, max lag."""
+    rows = []
+    for group, g in partitions.groupby("group", sort=True):
+        severities = [SEVERITY[s] for s in g["status"]]
+        worst = max(severities)
+        lagged = [(int(lag), topic, int(p), s) for lag, topic, p, s
+                  in zip(g["current_lag"], g["topic"], g["partition"], g["status"], strict=True) if not pd.isna(lag)]
+        max_lag, max_topic, max_partition, _ = max(lagged) if lagged else (None, None, None, None)
+        rows.append((group, group_status_of(worst), g["status"].iloc[severities.index(worst)], len(g),
+                     sum(s != "OK" for s in g["status"]), sum(t[0] for t in lagged) if lagged else None,
+                     max_topic, max_partition, max_lag, float((g["complete"] >= 1.0).mean())))
+    out = pd.DataFrame(rows, columns=_GROUP_COLUMNS)
+    return out.astype({"partitions": "int64", "partitions_not_ok": "int64", "total_lag": "Int64",
+                       "max_lag_partition": "Int32", "max_lag": "Int64"})

@@ -1,162 +1,34 @@
-"""Kafka's client-side partition assignors: range, roundrobin, sticky and cooperative-sticky.
+"""The sticky algorithm of Kafka's StickyAssignor and CooperativeStickyAssignor, "sticky" itself, and its user data.
 
-A consumer group's leader runs one of these over every member's subscription and the partition
-counts of the subscribed topics, and sends the result in SyncGroup. Names, member ordering and
-results follow Kafka's RangeAssignor, RoundRobinAssignor, StickyAssignor and
-CooperativeStickyAssignor; the sticky pair reaches the same kind of result with simpler code.
+Kafka's AbstractStickyAssignor: a balanced assignment that keeps each partition with its previous
+owner where balance allows. Both sticky assignors share it; the cooperative one (in
+cooperative_sticky) then withholds the partitions that must be revoked first. This reaches the same
+kind of result as Kafka's with simpler code.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import struct
 from collections import defaultdict, deque
-from typing import ClassVar, Iterable, Mapping, NamedTuple, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from .consumer_protocol import (
-    ASSIGNMENT_HIGHEST_VERSION,
-    ConsumerProtocolError,
-    decode_subscription,
-    encode_assignment,
+from ..values import TopicPartition
+from .base import (
+    DEFAULT_GENERATION,
+    Assignor,
+    GroupAssignment,
+    MemberSubscription,
+    member_order_key,
+    subscribers_by_topic,
 )
-from .consumer_protocol import Assignment as ConsumerAssignment
-from .consumer_protocol import Subscription as ConsumerSubscription
-from .values import TopicPartition
 
-__all__ = [
-    "ASSIGNORS",
-    "DEFAULT_GENERATION",
-    "Assignor",
-    "CooperativeStickyAssignor",
-    "MemberSubscription",
-    "RangeAssignor",
-    "RebalanceProtocol",
-    "RoundRobinAssignor",
-    "StickyAssignor",
-    "assign_metadata",
-    "decode_sticky_user_data",
-    "encode_sticky_user_data",
-    "get_assignor",
-    "to_consumer_assignments",
-]
+__all__ = ["AbstractStickyAssignor", "StickyAssignor", "decode_sticky_user_data", "encode_sticky_user_data"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GENERATION = -1
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-
-
-class RebalanceProtocol(enum.IntEnum):
-    """Kafka's ConsumerPartitionAssignor.RebalanceProtocol, with Kafka's ids."""
-
-    EAGER = 0
-    COOPERATIVE = 1
-
-
-class MemberSubscription(NamedTuple):
-    """One member's input to an assignor: its topics, the partitions it owns and its generation.
-
-    A plain tuple ``(topics, owned_partitions, generation_id, rack_id)`` is accepted wherever this is.
-    """
-
-    topics: Sequence[str]
-    owned_partitions: Sequence[TopicPartition] = ()
-    generation_id: int = DEFAULT_GENERATION
-    rack_id: str | None = None
-    user_data: bytes | None = None
-    group_instance_id: str | None = None
-
-
-SubscriptionLike = MemberSubscription | ConsumerSubscription | tuple
-GroupAssignment = dict[str, list[TopicPartition]]
-
-
-def _coerce(sub: SubscriptionLike) -> MemberSubscription:
-    if isinstance(sub, MemberSubscription):
-        return sub
-    if isinstance(sub, ConsumerSubscription):
-        return MemberSubscription(
-            sub.topics, sub.owned_partitions, sub.generation_id, sub.rack_id, sub.user_data
-        )
-    return MemberSubscription(*sub)
-
-
-def _member_key(member_id: str, sub: MemberSubscription) -> tuple[bool, str, str]:
-    """Kafka's MemberInfo order: static members (by group instance id) first, then by member id."""
-    return (sub.group_instance_id is None, sub.group_instance_id or "", member_id)
-
-
-class Assignor:
-    """A client-side partition assignor: a Kafka name, the rebalance protocols it supports and ``assign``."""
-
-    name: ClassVar[str] = ""
-    supported_protocols: ClassVar[tuple[RebalanceProtocol, ...]] = (RebalanceProtocol.EAGER,)
-
-    def assign(
-        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, SubscriptionLike]
-    ) -> GroupAssignment:
-        """Each member's partitions (sorted); topics missing from ``partitions_per_topic`` are skipped."""
-        subs = {m: _coerce(s) for m, s in subscriptions.items()}
-        counts = {t: n for t, n in partitions_per_topic.items() if n > 0}
-        result = self._assign(counts, subs)
-        return {m: sorted(result.get(m, ())) for m in subs}
-
-    def subscription_user_data(self, assigned: Iterable[TopicPartition], generation_id: int) -> bytes | None:
-        """The user data a member puts in its next subscription (none for most assignors)."""
-        return None
-
-    def _assign(self, counts: Mapping[str, int], subs: Mapping[str, MemberSubscription]) -> GroupAssignment:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-class RangeAssignor(Assignor):
-    """Per topic, split the partitions into contiguous ranges over the sorted subscribed members."""
-
-    name = "range"
-
-    def _assign(self, counts: Mapping[str, int], subs: Mapping[str, MemberSubscription]) -> GroupAssignment:
-        out: GroupAssignment = {m: [] for m in subs}
-        for topic, members in _subscribers(counts, subs).items():
-            per_member, extra = divmod(counts[topic], len(members))
-            for i, m in enumerate(members):
-                start = per_member * i + min(i, extra)
-                end = start + per_member + (1 if i < extra else 0)
-                out[m].extend(TopicPartition(topic, p) for p in range(start, end))
-        return out
-
-
-class RoundRobinAssignor(Assignor):
-    """Deal all subscribed partitions (sorted) to the sorted members in turn, skipping unsubscribed ones."""
-
-    name = "roundrobin"
-
-    def _assign(self, counts: Mapping[str, int], subs: Mapping[str, MemberSubscription]) -> GroupAssignment:
-        out: GroupAssignment = {m: [] for m in subs}
-        members = sorted(subs, key=lambda m: _member_key(m, subs[m]))
-        topics_of = {m: set(subs[m].topics) for m in members}
-        turn = 0
-        for topic in sorted(_subscribers(counts, subs)):
-            for p in range(counts[topic]):
-                while topic not in topics_of[members[turn % len(members)]]:
-                    turn += 1
-                out[members[turn % len(members)]].append(TopicPartition(topic, p))
-                turn += 1
-        return out
-
-
-def _subscribers(counts: Mapping[str, int], subs: Mapping[str, MemberSubscription]) -> dict[str, list[str]]:
-    """Topic -> its subscribed members in Kafka's member order, for topics that have partitions."""
-    by_topic: dict[str, list[str]] = defaultdict(list)
-    for m in sorted(subs, key=lambda m: _member_key(m, subs[m])):
-        for topic in dict.fromkeys(subs[m].topics):
-            if topic in counts:
-                by_topic[topic].append(m)
-    return dict(by_topic)
 
 
 # --- sticky user data (Kafka's StickyAssignor and CooperativeStickyAssignor formats) ------------
@@ -199,7 +71,7 @@ def decode_sticky_user_data(data: bytes) -> tuple[list[TopicPartition], int | No
 # --- sticky ------------------------------------------------------------------------------------
 
 
-class _AbstractStickyAssignor(Assignor):
+class AbstractStickyAssignor(Assignor):
     """Kafka's AbstractStickyAssignor: a balanced assignment that keeps previous owners where it can."""
 
     def member_data(self, sub: MemberSubscription) -> tuple[Sequence[TopicPartition], int | None]:
@@ -213,8 +85,8 @@ class _AbstractStickyAssignor(Assignor):
         self, counts: Mapping[str, int], subs: Mapping[str, MemberSubscription]
     ) -> tuple[GroupAssignment, dict[TopicPartition, str]]:
         """The sticky assignment, and the previous owner of each partition it started from."""
-        members = sorted(subs, key=lambda m: _member_key(m, subs[m]))
-        subscribers = _subscribers(counts, subs)
+        members = sorted(subs, key=lambda m: member_order_key(m, subs[m]))
+        subscribers = subscribers_by_topic(counts, subs)
         topics_of = {m: frozenset(t for t in subs[m].topics if t in counts) for m in members}
         owners = self._previous_owners(counts, subs, topics_of)
         if len(set(topics_of.values())) <= 1:
@@ -352,7 +224,7 @@ def _cost_reducing_path(
     return None
 
 
-class StickyAssignor(_AbstractStickyAssignor):
+class StickyAssignor(AbstractStickyAssignor):
     """Kafka's "sticky" (eager): balanced, and keeps previously owned partitions where balance allows."""
 
     name = "sticky"
@@ -372,84 +244,3 @@ class StickyAssignor(_AbstractStickyAssignor):
     def subscription_user_data(self, assigned: Iterable[TopicPartition], generation_id: int) -> bytes | None:
         """Kafka's StickyAssignor V1 user data: the member's current partitions and generation."""
         return encode_sticky_user_data(assigned, generation_id)
-
-
-class CooperativeStickyAssignor(_AbstractStickyAssignor):
-    """Kafka's "cooperative-sticky" (KIP-429): the sticky target, minus partitions another member must revoke.
-
-    A partition that moves is left unassigned in this rebalance; its owner revokes it and rejoins,
-    and the follow-up rebalance hands it to its new member.
-    """
-
-    name = "cooperative-sticky"
-    supported_protocols = (RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER)
-
-    def member_data(self, sub: MemberSubscription) -> tuple[Sequence[TopicPartition], int | None]:
-        """Owned partitions from the subscription; generation from it (v2+) or the 4-byte user data."""
-        if sub.generation_id >= 0:
-            return sub.owned_partitions, sub.generation_id
-        if sub.user_data is not None and len(sub.user_data) >= 4:
-            return sub.owned_partitions, _INT32.unpack_from(sub.user_data)[0]
-        return sub.owned_partitions, None
-
-    def subscription_user_data(self, assigned: Iterable[TopicPartition], generation_id: int) -> bytes | None:
-        """Kafka's CooperativeStickyAssignor user data: the generation as an int32."""
-        return _INT32.pack(generation_id)
-
-    def _assign(self, counts: Mapping[str, int], subs: Mapping[str, MemberSubscription]) -> GroupAssignment:
-        target, owners = self._sticky_assign(counts, subs)
-        claimants: dict[TopicPartition, set[str]] = defaultdict(set)
-        for m, sub in subs.items():
-            for tp in sub.owned_partitions:
-                claimants[tp].add(m)
-        out: GroupAssignment = {}
-        for m, tps in target.items():  # withhold what another member still claims, unless m won the claim
-            out[m] = [tp for tp in tps if owners.get(tp) == m or claimants[tp] <= {m}]
-            if len(out[m]) < len(tps):
-                log.debug("withholding %s from %s until their owners revoke them", set(tps) - set(out[m]), m)
-        return out
-
-
-ASSIGNORS: dict[str, type[Assignor]] = {
-    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)
-}
-
-
-def get_assignor(name: str) -> Assignor:
-    """A new assignor for Kafka's name (``partition.assignment.strategy``); ValueError if unknown."""
-    try:
-        return ASSIGNORS[name]()
-    except KeyError:
-        raise ValueError(f"unknown assignor {name!r}; known assignors: {', '.join(ASSIGNORS)}") from None
-
-
-def to_consumer_assignments(
-    assignment: Mapping[str, Iterable[TopicPartition]],
-) -> dict[str, ConsumerAssignment]:
-    """Each member's partitions as a consumer-protocol Assignment (no user data, as Kafka's assignors)."""
-    return {m: ConsumerAssignment(tuple(tps)) for m, tps in assignment.items()}
-
-
-def assign_metadata(
-    assignor: Assignor | str,
-    partitions_per_topic: Mapping[str, int],
-    member_metadata: Mapping[str, bytes],
-    group_instance_ids: Mapping[str, str | None] | None = None,
-    version: int = ASSIGNMENT_HIGHEST_VERSION,
-) -> dict[str, bytes]:
-    """The leader's step: decode each member's subscription bytes, assign, and encode the assignments.
-
-    Raises ConsumerProtocolError naming the member whose metadata cannot be parsed.
-    """
-    if isinstance(assignor, str):
-        assignor = get_assignor(assignor)
-    subs: dict[str, MemberSubscription] = {}
-    for member, metadata in member_metadata.items():
-        try:
-            decoded = decode_subscription(metadata)
-        except ConsumerProtocolError as e:
-            raise ConsumerProtocolError(f"member {member!r}: {e}") from e
-        instance = (group_instance_ids or {}).get(member)
-        subs[member] = _coerce(decoded)._replace(group_instance_id=instance)
-    result = assignor.assign(partitions_per_topic, subs)
-    return {m: encode_assignment(a, version) for m, a in to_consumer_assignments(result).items()}
