@@ -1,5 +1,21 @@
-"""groupcoord.actors: the coordinator as a service on Ray (partition actors, router, service API)."""
+"""groupcoord.actors: the coordinator as a service on Ray, in three sub-rooms named after who runs the code.
 
-from .service import Service, ServiceError, connect, start, stop
+- `service`: runs on the cluster (partition actors, router, start/connect/stop);
+- `client`: imported by a user's process (GroupMember, AdminClient, typed errors);
+- `tools`: the `groupcoord` command, offset-reset planning and the demo.
+"""
 
-__all__ = ["Service", "ServiceError", "connect", "start", "stop"]
+from .client import AdminClient, CommitFailedError, GroupCoordinatorError, GroupMember, Service, ServiceError
+from .service import connect, start, stop
+
+__all__ = [
+    "AdminClient",
+    "CommitFailedError",
+    "GroupCoordinatorError",
+    "GroupMember",
+    "Service",
+    "ServiceError",
+    "connect",
+    "start",
+    "stop",
+]

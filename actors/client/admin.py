@@ -23,7 +23,7 @@ from groupcoord.protocol.messages import (
 
 from .coordinator_client import CoordinatorClient, normalize_offsets
 from .errors import error_for, raise_for
-from .service import Service
+from .handle import Service
 
 log = logging.getLogger(__name__)
 

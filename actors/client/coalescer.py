@@ -1,4 +1,4 @@
-"""Coalescing a process's concurrent calls to one partition actor into `batch` actor calls.
+"""The client's one request coalescer: a process's concurrent calls to one partition actor share `batch` calls.
 
 A Ray actor call costs about a millisecond of CPU across caller, raylet and actor, far more than
 the shard's work on a heartbeat or a commit. A process that hosts many group members (threads of
@@ -6,6 +6,7 @@ GroupMember, a Ray actor serving many consumers) would pay it once per request; 
 clients, which pipeline their requests over one connection per broker, the members of a process
 share one link per partition actor instead: while one `batch` call is in flight, the requests
 that arrive wait, and go together in the next one (group commit, on the client side).
+Heartbeats, commits (synchronous and asynchronous) and offset fetches all go through it.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ import ray
 log = logging.getLogger(__name__)
 
 # Requests that a partition actor answers without parking them, so a batch never waits on a rebalance.
-BATCHED_APIS = frozenset({"heartbeat", "commit_offsets", "fetch_offsets"})
+COALESCED_APIS = frozenset({"heartbeat", "commit_offsets", "fetch_offsets"})
 # A batch unanswered for this long is given up (its callers get GetTimeoutError) so that later ones can go.
 _ABANDON_AFTER_S = 60.0
 
 
-class RequestBatcher:
+class RequestCoalescer:
     """One process's link to one partition actor: requests submitted concurrently share `batch` calls."""
 
-    def __init__(self, handle: Any, name: str = "groupcoord-batcher") -> None:
+    def __init__(self, handle: Any, name: str = "groupcoord-coalescer") -> None:
         self.handle = handle
         self.calls = 0
         self.requests = 0
@@ -39,13 +40,13 @@ class RequestBatcher:
         self._thread.start()
 
     def submit(self, api: str, request: Any) -> concurrent.futures.Future:
-        """Queue one request (an API of BATCHED_APIS); the future completes with its response or the call's error."""
-        if api not in BATCHED_APIS:
-            raise ValueError(f"{api!r} cannot be batched; batched APIs: {sorted(BATCHED_APIS)}")
+        """Queue one request (an API of COALESCED_APIS); the future completes with its response or the call's error."""
+        if api not in COALESCED_APIS:
+            raise ValueError(f"{api!r} cannot be batched; batched APIs: {sorted(COALESCED_APIS)}")
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._cond:
             if self._closed:
-                raise RuntimeError("this RequestBatcher is closed")
+                raise RuntimeError("this RequestCoalescer is closed")
             self._pending.append((api, request, future))
             self._cond.notify()
         return future
@@ -93,17 +94,19 @@ class RequestBatcher:
             future.set_result(result)
 
 
-_batchers: dict[tuple[str, int], RequestBatcher] = {}
-_batchers_lock = threading.Lock()
+_coalescers: dict[tuple[str, int], RequestCoalescer] = {}
+_coalescers_lock = threading.Lock()
 
 
-def batcher_for(namespace: str, partition: int, handle: Any) -> RequestBatcher:
-    """This process's batcher for a service's partition actor (created on first use; follows a new handle)."""
+def coalescer_for(namespace: str, partition: int, handle: Any) -> RequestCoalescer:
+    """This process's coalescer for a service's partition actor (created on first use; follows a new handle)."""
     key = (namespace, partition)
-    with _batchers_lock:
-        batcher = _batchers.get(key)
-        if batcher is None:
-            batcher = _batchers[key] = RequestBatcher(handle, name=f"groupcoord-batcher-{namespace}-{partition}")
-        elif batcher.handle is not handle:
-            batcher.handle = handle
-        return batcher
+    with _coalescers_lock:
+        coalescer = _coalescers.get(key)
+        if coalescer is None:
+            coalescer = _coalescers[key] = RequestCoalescer(
+                handle, name=f"groupcoord-coalescer-{namespace}-{partition}"
+            )
+        elif coalescer.handle is not handle:
+            coalescer.handle = handle
+        return coalescer

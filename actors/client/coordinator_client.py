@@ -12,8 +12,8 @@ import ray
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 
-from .request_batcher import BATCHED_APIS, batcher_for
-from .service import Service
+from .coalescer import COALESCED_APIS, RequestCoalescer, coalescer_for
+from .handle import Service
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +90,16 @@ class CoordinatorClient:
         """One call to the coordinator; actor failures and timeouts raise.
 
         Heartbeats, commits and fetches share `batch` calls with the rest of this process's
-        requests to the same partition actor (see request_batcher); joins and syncs go alone.
+        requests to the same partition actor (see coalescer); joins and syncs go alone.
         """
         timeout = timeout_s if timeout_s is not None else self.request_timeout_s
-        if method in BATCHED_APIS:
-            return batcher_for(self.service.namespace, self.partition, self.handle).call(method, request, timeout)
+        if method in COALESCED_APIS:
+            return self.coalescer().call(method, request, timeout)
         return ray.get(getattr(self.handle, method).remote(request), timeout=timeout)
+
+    def coalescer(self) -> RequestCoalescer:
+        """This process's coalescer for the group's current partition actor."""
+        return coalescer_for(self.service.namespace, self.partition, self.handle)
 
     def call(
         self,

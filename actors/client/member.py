@@ -8,9 +8,11 @@ assign().
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Iterable
 
 import ray
@@ -18,13 +20,15 @@ import ray
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
-from .commit_queue import CommitCallback, CommitQueue, Offsets
 from .coordinator_client import ACTOR_ERRORS, CoordinatorClient, normalize_offsets
 from .errors import CommitFailedError, GroupCoordinatorError, error_for
+from .handle import Service
 from .membership import Membership, RebalanceListener
-from .service import Service
 
 log = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, OffsetAndMetadata]
+CommitCallback = Callable[[Offsets, BaseException | None], None]
 
 DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")
 
@@ -86,7 +90,8 @@ class GroupMember:
         self._last_auto_commit = time.monotonic()
         self._closed = False
         self._stop = threading.Event()
-        self._commits = CommitQueue(self._send_commit)
+        # Async commits in the order they were sent: (offsets, callback, the coalescer's future).
+        self._async_commits: deque[tuple[Offsets, CommitCallback | None, concurrent.futures.Future]] = deque()
         self._heartbeat_thread: threading.Thread | None = None
         if topics is not None:
             self.subscribe(topics)
@@ -128,7 +133,7 @@ class GroupMember:
         """Drive the group: rejoin if needed (calling the listener), auto-commit, run commit callbacks."""
         self._check_open()
         self._last_poll = time.monotonic()
-        self._commits.drain_callbacks()
+        self._run_commit_callbacks()
         if self._manual is None and self.membership.topics:
             self.membership.ensure_active()
         if (
@@ -168,8 +173,8 @@ class GroupMember:
             group_instance_id=m.group_instance_id,
         )
 
-    def _send_commit(self, offsets: Offsets) -> None:
-        response = self.client.call("commit_offsets", self._commit_request(offsets))
+    def _check_commit(self, response: Any) -> None:
+        """Raise for a commit response with a failed partition; a lost generation flags a rejoin."""
         failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
         if not failed:
             return
@@ -182,20 +187,46 @@ class GroupMember:
         raise error_for(error, f"commit of {sorted(failed)} to group {self.group_id!r} failed: {error.name}")
 
     def commit(self, offsets: Offsets | None = None) -> None:
-        """Commit offsets (default: the positions of owned partitions) and wait until they are durable."""
+        """Commit offsets (default: the positions of owned partitions) and wait until they are durable.
+
+        Earlier async commits complete first (their callbacks run here), as in Kafka's commitSync.
+        """
         self._check_open()
-        self._commits.flush()
-        self._commits.drain_callbacks()
+        self._wait_async_commits(None)
+        self._run_commit_callbacks()
         offsets = self._owned_positions() if offsets is None else normalize_offsets(offsets)
         if offsets:
-            self._send_commit(offsets)
+            self._check_commit(self.client.call("commit_offsets", self._commit_request(offsets)))
 
     def commit_async(self, offsets: Offsets | None = None, callback: CommitCallback | None = None) -> None:
-        """Queue a commit; pending ones are merged into one actor call. `callback(offsets, error)` runs in poll()."""
+        """Send a commit without waiting; `callback(offsets, error)` runs in a later poll(), in commit order.
+
+        Concurrent commits of a process share actor calls with its other requests (the coalescer).
+        """
         self._check_open()
         offsets = self._owned_positions() if offsets is None else normalize_offsets(offsets)
         if offsets:
-            self._commits.submit(offsets, callback)
+            future = self.client.coalescer().submit("commit_offsets", self._commit_request(offsets))
+            self._async_commits.append((offsets, callback, future))
+
+    def _wait_async_commits(self, timeout_s: float | None) -> bool:
+        """Wait until every async commit sent so far is answered; False on timeout."""
+        futures = [f for _, _, f in list(self._async_commits)]
+        return not concurrent.futures.wait(futures, timeout_s).not_done
+
+    def _run_commit_callbacks(self) -> None:
+        """Report the answered async commits, oldest first, in the calling thread."""
+        while self._async_commits and self._async_commits[0][2].done():
+            offsets, callback, future = self._async_commits.popleft()
+            error: BaseException | None = None
+            try:
+                self._check_commit(future.result())
+            except Exception as e:  # handed to the callback, never lost
+                error = e
+            if callback is not None:
+                callback(offsets, error)
+            elif error is not None:
+                log.warning("async commit of %d partitions of %s failed: %s", len(offsets), self.group_id, error)
 
     def committed(
         self, partitions: Iterable[TopicPartition]
@@ -261,7 +292,8 @@ class GroupMember:
                     self.commit()
                 except GroupCoordinatorError as e:
                     log.warning("final auto-commit of %s failed: %s", self.group_id, e)
-            self._commits.close(timeout_ms / 1000)
+            self._wait_async_commits(timeout_ms / 1000)
+            self._run_commit_callbacks()
         finally:
             self._closed = True
             self._stop.set()

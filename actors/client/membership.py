@@ -32,7 +32,7 @@ from groupcoord.protocol.messages import (
 
 from .coordinator_client import ACTOR_ERRORS, COORDINATOR_ERRORS, CoordinatorClient
 from .errors import error_for
-from .service import Service
+from .handle import Service
 
 log = logging.getLogger(__name__)
 

@@ -4,50 +4,23 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
-from groupcoord.protocol import partition_for
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.storage import StorageRoot
 
-from .router import ROUTER_NAME, RouterActor
+from ..client.handle import Service, ServiceError
+from .names import ROUTER_NAME
+from .router import RouterActor
+from .spec import ServiceSpec
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "groupcoord"
 DEFAULT_STORAGE_PATH = os.environ.get("GROUPCOORD_STORAGE", os.path.join(os.getcwd(), "data", "groupcoord"))
 FSYNC_POLICIES = ("always", "interval", "never")
-
-
-class ServiceError(RuntimeError):
-    """The service cannot be started or reached; the message says why and what to do."""
-
-
-@dataclass
-class Service:
-    """A handle on a running service; picklable, so Ray tasks and actors can be given one."""
-
-    namespace: str
-    num_partitions: int
-    storage_path: str
-    router: Any
-    partitions: list[Any] = field(default_factory=list)
-
-    def find_coordinator(self, group_id: str) -> tuple[int, Any]:
-        """The partition owning `group_id` and its actor, computed locally (no router hop)."""
-        p = partition_for(group_id, self.num_partitions)
-        return p, self.partitions[p]
-
-    def partition(self, i: int) -> Any:
-        """The actor of offsets partition `i`."""
-        return self.partitions[i]
-
-    def refresh(self) -> None:
-        """Ask the router for the partition actors again (after one was replaced)."""
-        self.partitions = ray.get(self.router.partition_handles.remote())
 
 
 def _ensure_ray(address: str | None, namespace: str) -> None:
@@ -98,7 +71,7 @@ def start(
     router = (
         ray.remote(RouterActor)
         .options(**_router_options(namespace))
-        .remote(namespace, storage_path, num_partitions, fsync, config)
+        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig()))
     )
     info = ray.get(router.info.remote())
     if info["error"]:

@@ -14,7 +14,6 @@ from typing import Any
 import ray
 
 from groupcoord.protocol import Errors, partition_for
-from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -26,7 +25,9 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
-from .partition import ROUTER_NAME, PartitionActor, partition_actor_name
+from .names import ROUTER_NAME, partition_actor_name
+from .partition_actor import PartitionActor
+from .spec import ServiceSpec
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +51,11 @@ def partition_actor_options(partition: int, namespace: str) -> dict:
 class RouterActor:
     """Creates (or finds) the partition actors of a service and answers directory and admin calls."""
 
-    def __init__(
-        self,
-        namespace: str,
-        storage_path: str,
-        num_partitions: int,
-        fsync: str = "always",
-        config: GroupConfig | None = None,
-    ) -> None:
-        self.namespace = namespace
-        self.storage_path = storage_path
-        self.num_partitions = num_partitions
-        self.fsync = fsync
-        self.config = config
+    def __init__(self, spec: ServiceSpec) -> None:
+        self.spec = spec
+        self.namespace = spec.namespace
+        self.storage_path = storage_path = spec.storage_path
+        self.num_partitions = num_partitions = spec.num_partitions
         self.error: str | None = None
         self.failures: dict[int, tuple[float, str]] = {}  # partition -> (when, why) of its last failure
         self.partitions: list[Any] = []
@@ -77,8 +70,8 @@ class RouterActor:
             return
         remote_cls = ray.remote(PartitionActor)
         self.partitions = [
-            remote_cls.options(**partition_actor_options(i, namespace)).remote(
-                i, num_partitions, storage_path, fsync, config, namespace
+            remote_cls.options(**partition_actor_options(i, spec.namespace)).remote(
+                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace
             )
             for i in range(num_partitions)
         ]
@@ -91,7 +84,7 @@ class RouterActor:
             "namespace": self.namespace,
             "storage_path": self.storage_path,
             "num_partitions": self.num_partitions,
-            "fsync": self.fsync,
+            "fsync": self.spec.fsync,
             "error": self.error,
         }
 

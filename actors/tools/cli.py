@@ -9,9 +9,10 @@ import sys
 
 import click
 
+from ..client import ServiceError
+from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
 from .cli_groups import groups, offsets, topics
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
-from .service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES, ServiceError
 
 namespace_option = click.option(
     "--namespace",
@@ -71,7 +72,7 @@ def _start_local_ray() -> None:
 @click.pass_context
 def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
-    from . import service
+    from .. import service
 
     namespace = namespace if namespace != DEFAULT_NAMESPACE else ctx.obj["namespace"]
     address = address or ctx.obj["address"]
@@ -96,7 +97,7 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: st
 @click.pass_context
 def stop(ctx) -> None:
     """Stop the service's actors (its data stays on disk)."""
-    from . import service
+    from .. import service
 
     init_ray(ctx.obj["address"], ctx.obj["namespace"])
     if not service.stop(ctx.obj["namespace"]):

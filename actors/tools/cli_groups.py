@@ -10,7 +10,7 @@ import click
 
 from groupcoord.protocol import TopicPartition
 
-from .admin import AdminClient
+from ..client import AdminClient
 from .cli_support import CliError, FriendlyGroup, connect_service, print_table
 from .offset_reset import RESET_KINDS, ResetSpec, export_csv, parse_topic_arg, plan_reset
 

@@ -12,9 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .errors import GroupCoordinatorError
+from ..client import GroupCoordinatorError, Service, ServiceError
 from .offset_reset import ResetError
-from .service import Service, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def init_ray(address: str | None, namespace: str) -> None:
 
 def connect_service(address: str | None, namespace: str) -> Service:
     """The running service in `namespace`; CliError if there is none."""
-    from .service import connect
+    from ..service import connect
 
     init_ray(address, namespace)
     try:

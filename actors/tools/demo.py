@@ -18,8 +18,8 @@ import ray
 from groupcoord.protocol import OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.config import GroupConfig
 
-from .admin import AdminClient
-from .service import Service, start, stop
+from ..client import AdminClient, Service
+from ..service import start, stop
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class DemoWorker:
     """A group member in a Ray actor whose consumer loop (a thread) processes up to the log end and commits."""
 
     def __init__(self, service: Service, name: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
-        from .group_member import GroupMember
+        from ..client import GroupMember
 
         self.name = name
         self.admin = AdminClient(service)
@@ -54,7 +54,7 @@ class DemoWorker:
         self._thread.start()
 
     def _run(self) -> None:
-        from .errors import GroupCoordinatorError
+        from ..client import GroupCoordinatorError
 
         while not self._stop.is_set():
             try:
@@ -165,7 +165,7 @@ class Demo:
                 self.acked[tp] = max(self.acked.get(tp, 0), off)
 
     def run(self) -> bool:
-        from .group_member import GroupMember  # noqa: F401  (fail early if the client is broken)
+        from ..client import GroupMember  # noqa: F401  (fail early if the client is broken)
 
         self.say(f"starting Ray and the groupcoord service (4 partitions, storage {self.storage_path})")
         if not ray.is_initialized():

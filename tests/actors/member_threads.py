@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from groupcoord.actors.group_member import GroupMember
+from groupcoord.actors.client.member import GroupMember
 from groupcoord.protocol import TopicPartition
 
 

@@ -1,4 +1,4 @@
-"""The client's RequestBatcher on a real local Ray: concurrent calls of one process share `batch` actor calls."""
+"""The client's RequestCoalescer on a real local Ray: concurrent calls of one process share `batch` actor calls."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import ray
 from ray_helpers import kill_and_wait_restart
 from services import running_service
 
-from groupcoord.actors.coordinator_client import ACTOR_ERRORS, CoordinatorClient
-from groupcoord.actors.request_batcher import RequestBatcher
+from groupcoord.actors.client.coalescer import RequestCoalescer
+from groupcoord.actors.client.coordinator_client import ACTOR_ERRORS, CoordinatorClient
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 
-NAMESPACE = "gc-test-batcher"
+NAMESPACE = "gc-test-coalescer"
 TPS = [TopicPartition("t", p) for p in range(10)]
 
 
@@ -31,15 +31,15 @@ def _commit(group: str, offset: int) -> OffsetCommitRequest:
 
 
 def test_concurrent_commits_share_actor_calls_and_every_acknowledged_one_is_fetched(svc):
-    batcher = RequestBatcher(svc.partition(0))
-    groups = [f"batched-{i}" for i in range(32)]
+    coalescer = RequestCoalescer(svc.partition(0))
+    groups = [f"coalesced-{i}" for i in range(32)]
     start_line = threading.Barrier(len(groups))
 
     def commit_many(group: str) -> int:
         start_line.wait()
         last = 0
         for offset in range(1, 21):
-            response = batcher.call("commit_offsets", _commit(group, offset), timeout_s=30)
+            response = coalescer.call("commit_offsets", _commit(group, offset), timeout_s=30)
             assert set(response.errors.values()) == {Errors.NONE}, response
             last = offset
         return last
@@ -47,13 +47,13 @@ def test_concurrent_commits_share_actor_calls_and_every_acknowledged_one_is_fetc
     try:
         with ThreadPoolExecutor(len(groups)) as pool:
             last = dict(zip(groups, pool.map(commit_many, groups), strict=True))
-        assert batcher.requests == 32 * 20
-        assert batcher.calls < batcher.requests / 2, (batcher.calls, batcher.requests)  # they did share calls
+        assert coalescer.requests == 32 * 20
+        assert coalescer.calls < coalescer.requests / 2, (coalescer.calls, coalescer.requests)  # they did share calls
         for group in groups:
-            fetched = batcher.call("fetch_offsets", OffsetFetchRequest(group, TPS), timeout_s=30)
+            fetched = coalescer.call("fetch_offsets", OffsetFetchRequest(group, TPS), timeout_s=30)
             assert {p.offset for p in fetched.offsets.values()} == {last[group]}
     finally:
-        batcher.close()
+        coalescer.close()
 
 
 def test_the_client_batches_heartbeats_commits_and_fetches_but_not_joins(svc):
@@ -67,14 +67,14 @@ def test_the_client_batches_heartbeats_commits_and_fetches_but_not_joins(svc):
     join = client.call_once("join_group", JoinGroupRequest("client-batched-join", 10_000, protocols=[("range", b"")]))
     assert join.error == Errors.MEMBER_ID_REQUIRED  # went alone: a parked join would hold a batch
     with pytest.raises(ValueError, match="cannot be batched"):
-        RequestBatcher(svc.partition(0)).submit("join_group", None)
+        RequestCoalescer(svc.partition(0)).submit("join_group", None)
 
 
 def test_a_batch_to_a_killed_actor_fails_with_an_actor_error_and_the_next_one_is_served(svc):
-    batcher = RequestBatcher(svc.partition(0))
+    coalescer = RequestCoalescer(svc.partition(0))
     try:
-        assert batcher.call("commit_offsets", _commit("batched-kill", 1), timeout_s=30).errors[TPS[0]] == Errors.NONE
-        futures = [batcher.submit("commit_offsets", _commit("batched-kill", 2)) for _ in range(20)]
+        assert coalescer.call("commit_offsets", _commit("co-kill", 1), timeout_s=30).errors[TPS[0]] == Errors.NONE
+        futures = [coalescer.submit("commit_offsets", _commit("co-kill", 2)) for _ in range(20)]
         kill_and_wait_restart(svc.partition(0))
         outcomes = set()
         for f in futures:
@@ -84,10 +84,10 @@ def test_a_batch_to_a_killed_actor_fails_with_an_actor_error_and_the_next_one_is
                 outcomes.add(type(e).__name__)
         # Every queued caller got an answer (none hung): acknowledged before the kill, or an actor error to retry on.
         assert outcomes <= {Errors.NONE, "RayActorError", "ActorDiedError", "ActorUnavailableError"}, outcomes
-        after = batcher.call("fetch_offsets", OffsetFetchRequest("batched-kill", TPS[:1]), timeout_s=60)
+        after = coalescer.call("fetch_offsets", OffsetFetchRequest("co-kill", TPS[:1]), timeout_s=60)
         assert after.offsets[TPS[0]].offset in (1, 2)  # 2 only if it was acknowledged before the kill
     finally:
-        batcher.close()
+        coalescer.close()
 
 
 @ray.remote(num_cpus=0)
@@ -107,13 +107,13 @@ class HeldBatches:
 
 def test_a_caller_times_out_on_a_hung_batch_and_its_request_is_still_answered_later(ray_local):
     actor = HeldBatches.remote()
-    batcher = RequestBatcher(actor)
+    coalescer = RequestCoalescer(actor)
     try:
         with pytest.raises(ray.exceptions.GetTimeoutError):
-            batcher.call("heartbeat", "first", timeout_s=0.2)
-        later = batcher.submit("heartbeat", "second")  # queued behind the batch in flight
+            coalescer.call("heartbeat", "first", timeout_s=0.2)
+        later = coalescer.submit("heartbeat", "second")  # queued behind the batch in flight
         ray.get(actor.release.remote())
         assert later.result(timeout=30) == "answer to heartbeat"
     finally:
-        batcher.close()
+        coalescer.close()
         ray.kill(actor)

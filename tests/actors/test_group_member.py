@@ -8,9 +8,9 @@ from member_threads import PollingMember, settled
 from ray_helpers import wait_for
 from services import running_service
 
-from groupcoord.actors.admin import AdminClient
-from groupcoord.actors.errors import CommitFailedError
-from groupcoord.actors.group_member import GroupMember
+from groupcoord.actors.client.admin import AdminClient
+from groupcoord.actors.client.errors import CommitFailedError
+from groupcoord.actors.client.member import GroupMember
 from groupcoord.protocol import OffsetAndMetadata, TopicPartition
 
 NAMESPACE = "gc-test-members"
@@ -129,13 +129,15 @@ def test_commit_and_committed_round_trip_and_async_commits_coalesce(svc, members
     m.member.commit({tp: OffsetAndMetadata(i * 10, f"m{i}") for i, tp in enumerate(tps)})
     assert m.member.committed(tps) == {tp: OffsetAndMetadata(i * 10, f"m{i}", -1) for i, tp in enumerate(tps)}
     done = []
+    coalescer = m.member.client.coalescer()
+    calls_before = coalescer.calls
     for offset in range(1, 501):
         m.member.commit_async({tps[0]: OffsetAndMetadata(offset)}, callback=lambda o, e: done.append(e))
-    assert m.member._commits.flush(30)
+    assert m.member._wait_async_commits(30)
     wait_for(lambda: len(done) == 500, what="the async commit callbacks (run by poll)")
     assert done == [None] * 500
     assert m.member.committed([tps[0]])[tps[0]].offset == 500
-    assert m.member._commits.batches_sent < 100, "per-message commits must be coalesced into few calls"
+    assert coalescer.calls - calls_before < 100, "per-message commits must be coalesced into few calls"
 
 
 def test_commit_with_a_stale_generation_raises_commit_failed(svc, members):

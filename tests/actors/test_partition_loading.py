@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from groupcoord.actors.partition import PartitionActor
+from groupcoord.actors.service import PartitionActor
 from groupcoord.protocol import (
     Errors,
     HeartbeatRequest,

@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from groupcoord.actors import stop
-from groupcoord.actors.admin import AdminClient
-from groupcoord.actors.cli import main
+from groupcoord.actors.client.admin import AdminClient
 from groupcoord.actors.service import connect
+from groupcoord.actors.tools.cli import main
 from groupcoord.protocol import OffsetAndMetadata, TopicPartition
 
 NAMESPACE = "gc-test-cli"
@@ -75,7 +75,7 @@ def test_offsets_reset_dry_run_changes_nothing_and_execute_applies(svc, tmp_path
 
 
 def test_reset_is_refused_on_a_group_with_members(svc):
-    from groupcoord.actors.group_member import GroupMember
+    from groupcoord.actors.client.member import GroupMember
 
     AdminClient(svc).create_topic("busy", 1)
     member = GroupMember(svc, "busy-group", topics=["busy"], session_timeout_ms=10000, heartbeat_interval_ms=500)

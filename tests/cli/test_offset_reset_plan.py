@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groupcoord.actors.offset_reset import (
+from groupcoord.actors.tools.offset_reset import (
     ResetError,
     ResetSpec,
     export_csv,

@@ -21,9 +21,9 @@ from typing import Any
 import ray
 from waiting import wait_for
 
-from groupcoord.actors.admin import AdminClient
-from groupcoord.actors.errors import GroupCoordinatorError
-from groupcoord.actors.group_member import GroupMember
+from groupcoord.actors.client.admin import AdminClient
+from groupcoord.actors.client.errors import GroupCoordinatorError
+from groupcoord.actors.client.member import GroupMember
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition, partition_for
 
 log = logging.getLogger(__name__)

@@ -36,9 +36,9 @@ from rel_inputs import (
 from rel_shard import PREBUILT_GROUPS, Shard
 
 from groupcoord.actors import start, stop
-from groupcoord.actors.admin import AdminClient
-from groupcoord.actors.errors import GroupCoordinatorError
-from groupcoord.actors.group_member import GroupMember
+from groupcoord.actors.client.admin import AdminClient
+from groupcoord.actors.client.errors import GroupCoordinatorError
+from groupcoord.actors.client.member import GroupMember
 from groupcoord.protocol import (
     DescribeGroupsRequest,
     Errors,
@@ -363,7 +363,7 @@ def test_rel_cli_answers_bad_arguments_with_a_message(prepared, command: tuple[s
     """Every drawn command line ends with exit status 0, 1 (a one-line error) or 2 (usage), no traceback."""
     from click.testing import CliRunner
 
-    from groupcoord.actors.cli import main
+    from groupcoord.actors.tools.cli import main
 
     args = [a for a in command if a != ""]
     handle = prepared[0].partition(0)

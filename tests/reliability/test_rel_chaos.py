@@ -43,7 +43,7 @@ def test_rel_duplicate_static_members_fence_the_older_one_with_a_typed_error(svc
     """Two members with one group.instance.id: the newer takes over, the older gets FencedInstanceIdError."""
     from rel_chaos import ChaosMember, Ledger, wait_for
 
-    from groupcoord.actors.admin import AdminClient
+    from groupcoord.actors.client.admin import AdminClient
 
     options = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 200, "group_instance_id": "dup"}
     ledger = Ledger()

@@ -26,9 +26,9 @@ import ray
 from rel_chaos import ChaosMember, Ledger, actor_status, wait_for
 
 from groupcoord.actors import start, stop
-from groupcoord.actors.admin import AdminClient
-from groupcoord.actors.coordinator_client import ACTOR_ERRORS, CoordinatorUnavailableError
-from groupcoord.actors.errors import GroupCoordinatorError
+from groupcoord.actors.client.admin import AdminClient
+from groupcoord.actors.client.coordinator_client import ACTOR_ERRORS, CoordinatorUnavailableError
+from groupcoord.actors.client.errors import GroupCoordinatorError
 from groupcoord.protocol import (
     Errors,
     GroupConfig,

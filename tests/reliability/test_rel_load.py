@@ -13,7 +13,7 @@ from rel_chaos import spread_group_ids
 from rel_sim import run_hosts
 from services import running_service
 
-from groupcoord.actors.admin import AdminClient
+from groupcoord.actors.client.admin import AdminClient
 
 NAMESPACE = "gc-rel-load"
 GROUPS, MEMBERS_PER_GROUP, HOSTS = 30, 10, 2

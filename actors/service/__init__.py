@@ -1,0 +1,16 @@
+"""The service that runs on the cluster: partition actors, the router, and start/connect/stop."""
+
+from .lifecycle import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES, connect, start, stop
+from .partition_actor import PartitionActor
+from .router import RouterActor
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_STORAGE_PATH",
+    "FSYNC_POLICIES",
+    "PartitionActor",
+    "RouterActor",
+    "connect",
+    "start",
+    "stop",
+]

@@ -1,0 +1,1 @@
+"""The command-line tools: the `groupcoord` command, offset-reset planning and the demo."""
