@@ -3,7 +3,7 @@
 Clients are consumer-group members (one group each, joined and synced) committing N partitions
 per OffsetCommit, one request at a time each, as async callers spread over a few driver
 processes; each request is one Ray actor call. In the "coalesced" rows a driver's clients go
-through the client library's RequestBatcher, as GroupMembers in one process do: while one `batch`
+through the client library's RequestCoalescer, as GroupMembers in one process do: while one `batch`
 actor call is in flight, the requests that arrive wait and go together in the next (as a Kafka
 client's requests share a connection). A "commit" is one partition's offset made durable
 (Kafka's unit): commits/s = requests/s x partitions per commit.
@@ -281,9 +281,9 @@ def report(results: dict) -> None:
         ratio = top.get("ratio", {}).get("median", float("nan"))
         how = "requests coalesced per client process" if coalesced else "one actor call per commit"
         print(f"target ({how}): >= {TARGET_COMMITS:,} durable commits/s per partition actor with {biggest}-partition "
-              f"commits: {rate:,.0f} at {top['clients']} clients ({'met' if rate >= TARGET_COMMITS else 'MISSED'}); "
+              f"commits: {rate:,.0f} at {top['clients']} clients ({common.verdict(rate >= TARGET_COMMITS)}); "
               f">= {TARGET_RATIO:.0%} of the in-process shard: {common.fmt_ratio(ratio)} "
-              f"({'met' if ratio >= TARGET_RATIO else 'MISSED'})")
+              f"({common.verdict(ratio >= TARGET_RATIO)})")
 
 
 def main(argv: list[str] | None = None) -> dict:

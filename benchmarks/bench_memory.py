@@ -163,13 +163,12 @@ def report(results: dict) -> None:
     common.print_table("memory, bytes each", ["measured in", "per group", "per offset", "per member",
                                               "growth/member after 10 heartbeats", "groups / offsets / members"],
                        rows)
-    a = results["actor"]
-    print(f"\ntarget: <= {TARGET_OFFSET} bytes per committed offset: {a['per_offset']:,.0f} in the actor, "
-          f"{results['shard']['per_offset']:,.0f} in the shard "
-          f"({'met' if a['per_offset'] <= TARGET_OFFSET else 'MISSED'})")
-    met = "met" if a["per_member"] <= TARGET_MEMBER else "MISSED"
-    print(f"target: <= {TARGET_MEMBER:,} bytes per member: {a['per_member']:,.0f} in the actor, "
-          f"{results['shard']['per_member']:,.0f} in the shard ({met})")
+    a, shard = results["actor"], results["shard"]
+    print()
+    targets = (("per_offset", TARGET_OFFSET, "committed offset"), ("per_member", TARGET_MEMBER, "member"))
+    for key, limit, what in targets:
+        common.print_target(f"<= {limit:,} bytes per {what}",
+                            f"{a[key]:,.0f} in the actor, {shard[key]:,.0f} in the shard", a[key] <= limit)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -321,40 +321,33 @@ def _agg(trials: list[dict], key: str) -> dict:
     return s
 
 
-def report(results: dict) -> None:
-    """Print rejoin and crash latencies per group size, against the in-process shard."""
+def _table_rows(results: dict, kind: str, parts: tuple[str, ...], ratio_digits: int) -> list[list]:
+    """One row per group size and mode of the `kind` ("rejoin" or "crash") measurements: median (min-max),
+    the first trial's `parts` (seconds), the ratio to the in-process median, and the errors."""
     rows = []
     for row in results["rows"]:
-        base = row["rejoin_in-process"]["median"]
+        base = row[f"{kind}_in-process"]["median"]
         for mode in ("per-call", "coalesced", "in-process"):
-            r = row[f"rejoin_{mode}"]
-            parts = r["trials"][0] if r["trials"] else {}
+            r = row[f"{kind}_{mode}"]
+            first = r["trials"][0] if r["trials"] else {}
             rows.append([
                 f"{row['size']:,} members, {mode}",
                 f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})",
-                f"{parts.get('join_phase_s', float('nan')):.3f}",
-                f"{parts.get('assign_s', float('nan')):.3f}",
-                f"{r['median'] / base:.1f}x" if base else "-",
+                *(f"{first.get(part, float('nan')):.3f}" for part in parts),
+                f"{r['median'] / base:.{ratio_digits}f}x" if base else "-",
                 len(r["errors"]),
             ])
+    return rows
+
+
+def report(results: dict) -> None:
+    """Print rejoin and crash latencies per group size, against the in-process shard."""
+    rows = _table_rows(results, "rejoin", ("join_phase_s", "assign_s"), ratio_digits=1)
     common.print_table("rejoin: last JoinGroup sent -> last SyncGroup answered, seconds, median (min-max)",
                        ["group", "rebalance s", "join phase s", "leader assign s", "vs in-process", "errors"], rows)
     if any("crash_per-call" in row for row in results["rows"]):
-        rows = []
-        for row in results["rows"]:
-            base = row["crash_in-process"]["median"]
-            for mode in ("per-call", "coalesced", "in-process"):
-                r = row[f"crash_{mode}"]
-                t = r["trials"][0] if r["trials"] else {}
-                rows.append([
-                    f"{row['size']:,} members, {mode}",
-                    f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})",
-                    f"{t.get('after_session_s', float('nan')):.3f}",
-                    f"{t.get('detected_after_s', float('nan')):.3f}",
-                    f"{t.get('last_join_to_last_sync_s', float('nan')):.3f}",
-                    f"{r['median'] / base:.2f}x" if base else "-",
-                    len(r["errors"]),
-                ])
+        rows = _table_rows(results, "crash", ("after_session_s", "detected_after_s", "last_join_to_last_sync_s"),
+                           ratio_digits=2)
         common.print_table(
             f"member crash -> every survivor synced in the new generation, seconds (session "
             f"{results['session_s']:.1f} s, heartbeat interval {results['interval_s']:.1f} s)",
@@ -366,8 +359,8 @@ def report(results: dict) -> None:
     for row in big:
         for mode in ("per-call", "coalesced"):
             v = row[f"rejoin_{mode}"]["median"]
-            print(f"target: {row['size']:,}-member rebalance <= {TARGET_S:.0f} s from last join to last sync "
-                  f"({mode}): {v:.2f} s ({'met' if v <= TARGET_S else 'MISSED'})")
+            common.print_target(f"{row['size']:,}-member rebalance <= {TARGET_S:.0f} s from last join to last sync "
+                                f"({mode})", f"{v:.2f} s", v <= TARGET_S)
 
 
 def main(argv: list[str] | None = None) -> dict:

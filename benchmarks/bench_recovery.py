@@ -22,20 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import ray
 
-from benchmarks import common
-from groupcoord.protocol.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-    record_from_obj,
-)
-from groupcoord.storage import PartitionLog, StorageRoot, list_segments
-from groupcoord.storage.framing import HEADER, HEADER_SIZE
+from benchmarks import common, log_files
+from groupcoord.protocol.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.storage import PartitionLog, StorageRoot
 
 log = logging.getLogger(__name__)
 
@@ -94,43 +85,17 @@ def write_log(directory: Path, records: int, live: int, segment_bytes: int) -> d
         plog.append(batch)
     plog.close()
     return {"records": records + groups, "live_offsets": live, "groups": groups, "segment_bytes": segment_bytes,
-            "write_s": time.perf_counter() - started, **_size(directory)}
+            "write_s": time.perf_counter() - started, **log_files.on_disk(directory)}
 
 
 def compact_log(directory: Path, segment_bytes: int) -> dict:
     """Compact the closed segments of a written log in place."""
-    plog = PartitionLog(directory, sync="never", segment_bytes=segment_bytes)
-    result = plog.compact()
-    plog.close()
+    result = log_files.compact(directory, segment_bytes)
     return {"compaction_s": result.seconds, "records_before": result.records_before,
-            "records_after": result.records_after, **_size(directory)}
-
-
-def _size(directory: Path) -> dict:
-    return {"bytes": sum(p.stat().st_size for p in list_segments(directory)),
-            "segments": len(list_segments(directory))}
+            "records_after": result.records_after, **log_files.on_disk(directory)}
 
 
 # --- baselines, run in a driver process ----------------------------------------------------
-
-
-def raw_decode(directory: Path, build_records: bool) -> int:
-    """Read the segment files and msgpack-unpack the payloads (optionally building Records); the count."""
-    n = 0
-    for path in list_segments(directory):
-        data = path.read_bytes()
-        view = memoryview(data)
-        unpacker = msgpack.Unpacker(raw=False, use_list=True, max_buffer_size=len(data) + 1)
-        pos = 0
-        while pos < len(data):
-            plen = HEADER.unpack_from(data, pos)[0]
-            unpacker.feed(view[pos + HEADER_SIZE : pos + HEADER_SIZE + plen])
-            if build_records:
-                n += len(list(map(record_from_obj, unpacker)))
-            else:
-                n += sum(1 for _ in unpacker)
-            pos += HEADER_SIZE + plen
-    return n
 
 
 async def baselines(_state: dict, root: str, in_process: bool = True) -> dict:
@@ -141,7 +106,7 @@ async def baselines(_state: dict, root: str, in_process: bool = True) -> dict:
     out = {}
     for name, build in (("raw_unpack", False), ("raw_records", True)):
         t, cpu = time.perf_counter(), time.process_time()
-        n = raw_decode(directory, build)
+        n = log_files.raw_decode(directory, build)
         seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         out[name] = {"records": n, "seconds": seconds, "records_per_s": n / seconds,
                      "cpu_s": cpu, "records_per_cpu_s": n / cpu if cpu else float("nan")}
@@ -149,7 +114,8 @@ async def baselines(_state: dict, root: str, in_process: bool = True) -> dict:
         return out
     t = time.perf_counter()
     p = await open_local_partition(Path(root), fsync="always", config=common.bench_config())
-    n, load_s, cpu = p._records_replayed, p._load_ms / 1000, p._load_cpu_ms / 1000
+    rt = p.runtime
+    n, load_s, cpu = rt.records_replayed, rt.load_ms / 1000, rt.load_cpu_ms / 1000
     out["in_process"] = {"records": n, "seconds": time.perf_counter() - t, "load_s": load_s,
                          "records_per_s": n / load_s, "cpu_s": cpu, "records_per_cpu_s": n / cpu if cpu else 0.0}
     await close_local_partition(p)
@@ -272,16 +238,17 @@ def report(results: dict) -> None:
     cpu_rates = [r["records_per_cpu_s"]["median"] for r in results["rows"] if r["trials"][0]["records"] >= 50_000]
     if rates:
         worst = min(rates)
-        print(f"\ntarget: replay >= {TARGET_RATE:,} records/s: {worst:,.0f} to {max(rates):,.0f} wall clock "
-              f"({min(cpu_rates):,.0f} to {max(cpu_rates):,.0f} per CPU-second), logs of >= 50k records "
-              f"({'met' if worst >= TARGET_RATE else 'MISSED'})")
+        print()
+        common.print_target(f"replay >= {TARGET_RATE:,} records/s",
+                            f"{worst:,.0f} to {max(rates):,.0f} wall clock ({min(cpu_rates):,.0f} to "
+                            f"{max(cpu_rates):,.0f} per CPU-second), logs of >= 50k records", worst >= TARGET_RATE)
     big = [r for r in results["rows"]
            if r["live"] >= TARGET_LIVE and (r["compacted"] or r["history_records"] == r["live"])]
     for r in big:
         v = r["restart_s"]["median"]
-        print(f"target: restart with {r['live']:,} live offsets <= {TARGET_RESTART_S:.0f} s "
-              f"({r['history_records']:,} records of history, {'compacted' if r['compacted'] else 'all live'}): "
-              f"{v:.2f} s ({'met' if v <= TARGET_RESTART_S else 'MISSED'})")
+        history = f"{r['history_records']:,} records of history, {'compacted' if r['compacted'] else 'all live'}"
+        common.print_target(f"restart with {r['live']:,} live offsets <= {TARGET_RESTART_S:.0f} s ({history})",
+                            f"{v:.2f} s", v <= TARGET_RESTART_S)
 
 
 def main(argv: list[str] | None = None) -> dict:

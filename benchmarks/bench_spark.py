@@ -24,7 +24,7 @@ from typing import Any, Callable
 from benchmarks.bench_spark_data import generate
 from groupcoord.spark import SparkOptions, burrow, load_history, load_local, reports, start_spark, stop_spark
 from groupcoord.spark.end_offsets import end_offset_samples, end_offsets_frame
-from groupcoord.spark.local_reports import commit_summary_local, lag_report_local, partition_status_local
+from groupcoord.spark.pandas_reports import commit_summary_local, lag_report_local, partition_status_local
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ import logging
 import os
 import platform
 import shutil
-import struct
 import sys
 import tempfile
 import threading
@@ -20,11 +19,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import msgpack
-
-from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record, record_from_obj
-from groupcoord.storage import PartitionLog, list_segments
-from groupcoord.storage.framing import HEADER, HEADER_SIZE
+from benchmarks import log_files
+from benchmarks.common import Progress
+from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +36,6 @@ def make_batch(start: int, size: int) -> list[Record]:
         key = OffsetCommitKey(f"group-{i % 10}", f"topic-{i // 10 % 10}", i // 100 % 100)
         out.append(Record(key, OffsetCommitValue(i, 7, "", 1_700_000_000_000 + i, -1)))
     return out
-
-
-class Progress:
-    """Prints how far a long step got, about every 10%, on stderr."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.next = label, total, total // 10
-        self.start = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        """Report `done` of `total` if another tenth was reached."""
-        if done >= self.next and self.total:
-            elapsed = time.perf_counter() - self.start
-            line = f"  {self.label}: {done * 100 // self.total:3d}% ({elapsed:.1f} s)"
-            print(line, file=sys.stderr, flush=True)
-            self.next += max(1, self.total // 10)
 
 
 def best_of(runs: int, fn: Callable[[], int]) -> tuple[float, int]:
@@ -78,9 +60,7 @@ def write_log(directory: Path, records: int, batch: int, segment_bytes: int) -> 
         progress.update(n)
     plog.close()
     seconds = time.perf_counter() - t
-    size = sum(p.stat().st_size for p in list_segments(directory))
-    return {"seconds": seconds, "records_per_s": records / seconds, "bytes": size,
-            "segments": len(list_segments(directory))}
+    return {"seconds": seconds, "records_per_s": records / seconds, **log_files.on_disk(directory)}
 
 
 def replay(directory: Path) -> int:
@@ -93,105 +73,68 @@ def replay(directory: Path) -> int:
     return n
 
 
-def raw_unpack(directory: Path) -> int:
-    """Baseline: read the segment files and msgpack-unpack the payloads, building no Records."""
-    n = 0
-    unpack_header = HEADER.unpack_from
-    for path in list_segments(directory):
-        data = path.read_bytes()
-        view = memoryview(data)
-        unpacker = msgpack.Unpacker(raw=False, use_list=True, max_buffer_size=len(data) + 1)
-        pos = 0
-        while pos < len(data):
-            plen = unpack_header(data, pos)[0]
-            unpacker.feed(view[pos + HEADER_SIZE : pos + HEADER_SIZE + plen])
-            for _ in unpacker:
-                n += 1
-            pos += HEADER_SIZE + plen
-    return n
+def timed_appends(directory: Path, sync: str, appends: int, batch: int, flush_every: int | str,
+                  drive: Callable[[PartitionLog, list[list[Record]]], None]) -> dict:
+    """Time `drive(plog, batches)` over a fresh log with `sync`: `appends` batches of `batch` records, all durable.
 
-
-def raw_unpack_records(directory: Path) -> int:
-    """Baseline 2: the same, building Records with record_from_obj (no checksums, no framing checks)."""
-    n = 0
-    for path in list_segments(directory):
-        data = path.read_bytes()
-        view = memoryview(data)
-        unpacker = msgpack.Unpacker(raw=False, use_list=True, max_buffer_size=len(data) + 1)
-        pos = 0
-        while pos < len(data):
-            plen = struct.unpack_from("<I", data, pos)[0]
-            unpacker.feed(view[pos + HEADER_SIZE : pos + HEADER_SIZE + plen])
-            for obj in unpacker:
-                record_from_obj(obj)
-                n += 1
-            pos += HEADER_SIZE + plen
-    return n
-
-
-def group_commit(directory: Path, sync: str, appends: int, batch: int, flush_every: int) -> dict:
-    """`appends` appends of `batch` records, a flush every `flush_every` appends."""
-    calls = [0]
+    The fsyncs the log makes while `drive` runs are counted; `flush_every` only labels the result.
+    """
+    fsyncs = [0]
 
     def counting_fsync(fd: int) -> None:
-        calls[0] += 1
+        fsyncs[0] += 1
         os.fsync(fd)
 
     shutil.rmtree(directory, ignore_errors=True)
     batches = [make_batch(i * batch, batch) for i in range(appends)]
     plog = PartitionLog(directory, sync=sync, fsync=counting_fsync)
-    calls[0] = 0
+    fsyncs[0] = 0
     t = time.perf_counter()
-    for i, b in enumerate(batches, 1):
-        plog.append(b)
-        if i % flush_every == 0:
-            plog.flush()
-    plog.flush()
+    drive(plog, batches)
     seconds = time.perf_counter() - t
     assert plog.durable_offset == appends * batch
     plog.close()
-    return {"sync": sync, "flush_every": flush_every, "seconds": seconds, "fsyncs": calls[0],
+    return {"sync": sync, "flush_every": flush_every, "seconds": seconds, "fsyncs": fsyncs[0],
             "appends_per_s": appends / seconds, "records_per_s": appends * batch / seconds}
+
+
+def group_commit(directory: Path, sync: str, appends: int, batch: int, flush_every: int) -> dict:
+    """`appends` appends of `batch` records, a flush every `flush_every` appends."""
+
+    def drive(plog: PartitionLog, batches: list[list[Record]]) -> None:
+        for i, b in enumerate(batches, 1):
+            plog.append(b)
+            if i % flush_every == 0:
+                plog.flush()
+        plog.flush()
+
+    return timed_appends(directory, sync, appends, batch, flush_every, drive)
 
 
 def threaded_group_commit(directory: Path, appends: int, batch: int) -> dict:
     """One thread appends while another flushes in a loop with sync "always" (the actor's shape)."""
-    calls = [0]
 
-    def counting_fsync(fd: int) -> None:
-        calls[0] += 1
-        os.fsync(fd)
+    def drive(plog: PartitionLog, batches: list[list[Record]]) -> None:
+        done = threading.Event()
 
-    shutil.rmtree(directory, ignore_errors=True)
-    batches = [make_batch(i * batch, batch) for i in range(appends)]
-    plog = PartitionLog(directory, sync="always", fsync=counting_fsync)
-    calls[0] = 0
-    done = threading.Event()
-
-    def flusher() -> None:
-        while not done.is_set():
+        def flusher() -> None:
+            while not done.is_set():
+                plog.flush()
             plog.flush()
-        plog.flush()
 
-    t = time.perf_counter()
-    worker = threading.Thread(target=flusher)
-    worker.start()
-    for b in batches:
-        plog.append(b)
-    done.set()
-    worker.join()
-    seconds = time.perf_counter() - t
-    assert plog.durable_offset == appends * batch
-    plog.close()
-    return {"sync": "always", "flush_every": "thread", "seconds": seconds, "fsyncs": calls[0],
-            "appends_per_s": appends / seconds, "records_per_s": appends * batch / seconds}
+        worker = threading.Thread(target=flusher)
+        worker.start()
+        for b in batches:
+            plog.append(b)
+        done.set()
+        worker.join()
+
+    return timed_appends(directory, "always", appends, batch, "thread", drive)
 
 
 def compaction(directory: Path, segment_bytes: int) -> dict:
     """Compact the written log (all but the active segment), then time a replay of the result."""
-    plog = PartitionLog(directory, sync="never", segment_bytes=segment_bytes)
-    result = plog.compact()
-    plog.close()
+    result = log_files.compact(directory, segment_bytes)
     seconds, n = best_of(1, lambda: replay(directory))
     return {"seconds": result.seconds, "segments_before": result.segments_before,
             "segments_after": result.segments_after, "records_before": result.records_before,
@@ -220,9 +163,9 @@ def main(argv: list[str] | None = None) -> None:
         seconds, n = best_of(args.runs, lambda: replay(part))
         assert n == args.records, n
         results["replay"] = {"seconds": seconds, "records_per_s": n / seconds}
-        seconds, n = best_of(args.runs, lambda: raw_unpack(part))
+        seconds, n = best_of(args.runs, lambda: log_files.raw_decode(part, build_records=False))
         results["raw_unpack"] = {"seconds": seconds, "records_per_s": n / seconds}
-        seconds, n = best_of(args.runs, lambda: raw_unpack_records(part))
+        seconds, n = best_of(args.runs, lambda: log_files.raw_decode(part, build_records=True))
         results["raw_unpack_records"] = {"seconds": seconds, "records_per_s": n / seconds}
         results["replay_vs_raw_unpack"] = results["replay"]["seconds"] / results["raw_unpack"]["seconds"]
         results["replay_vs_raw_unpack_records"] = (

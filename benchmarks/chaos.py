@@ -10,30 +10,23 @@ writes them as JSON to --json PATH if given and exits non-zero if a check failed
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests" / "reliability"), str(ROOT / "tests")]  # rel_* helpers and waiting
+from benchmarks import long_runs
 
-import ray  # noqa: E402
+long_runs.use_test_helpers()
+
 from rel_chaos import Chaos  # noqa: E402
 
-from groupcoord.actors import start, stop  # noqa: E402
-from groupcoord.protocol import GroupConfig  # noqa: E402
+from groupcoord.actors import stop  # noqa: E402
 
 NAMESPACE = "gc-bench-chaos"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", default=None, help="write the figures to this file as JSON")
-    p.add_argument("--minutes", type=float, default=5.0, help="how long to kill partitions for")
+    p = long_runs.parser(__doc__, minutes_help="how long to kill partitions for")
     p.add_argument("--partitions", type=int, default=4, help="offsets partitions of the service")
     p.add_argument("--groups", type=int, default=8)
     p.add_argument("--members", type=int, default=2, help="members per group")
@@ -42,24 +35,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def write_json(path: str | None, text: str) -> None:
-    """Write `text` to `path`, if one was given."""
-    if path:
-        Path(path).write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the chaos, print and save the figures; 0 when every check passed."""
     args = parse_args(argv)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(include_dashboard=False, log_to_driver=False, namespace=NAMESPACE)
-    storage = tempfile.mkdtemp(prefix="gc-chaos-")
-    svc = start(
-        num_partitions=args.partitions,
-        storage_path=storage,
-        namespace=NAMESPACE,
-        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
-    )
+    svc = long_runs.start_service(NAMESPACE, args.partitions, "gc-chaos-", rebalance_delay_ms=300)
     chaos = Chaos(svc, args.groups, args.members, args.topic_partitions, seed=args.seed)
     started = time.time()
     try:
@@ -94,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "poll_errors": dict(report.poll_errors),
         "failures": failures,
     }
-    write_json(args.json, json.dumps(result, indent=2) + "\n")
+    long_runs.write_json(args.json, result)
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0

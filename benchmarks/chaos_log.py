@@ -9,30 +9,22 @@ them as JSON to --json PATH if given); exits non-zero on the first violation (an
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests" / "reliability"), str(ROOT / "tests")]  # rel_* helpers and waiting
+from benchmarks import long_runs
+
+long_runs.use_test_helpers()
 
 from rel_crash_runner import crash_run  # noqa: E402
 
 
-def write_json(path: str | None, text: str) -> None:
-    """Write `text` to `path`, if one was given."""
-    if path:
-        Path(path).write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Kill writers until the time is up; print and save the figures."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", default=None, help="write the figures to this file as JSON")
-    p.add_argument("--minutes", type=float, default=5.0)
+    p = long_runs.parser(__doc__)
     p.add_argument("--rounds", type=int, default=40, help="kills per log directory before starting a fresh one")
     p.add_argument("--kill-p", type=float, default=0.003, help="self-kill chance per fsync (x4 per compaction step)")
     p.add_argument("--max-run-s", type=float, default=0.8, help="longest a writer runs before the parent kills it")
@@ -55,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         i += 1
         print(f"{mode}: {figures.kills} kills, acked to {figures.acked}, end {figures.ends[-1]}", flush=True)
     print(json.dumps(totals))
-    write_json(args.json, json.dumps({"args": vars(args), "totals": totals}, indent=2) + "\n")
+    long_runs.write_json(args.json, {"args": vars(args), "totals": totals})
     return 0
 
 

@@ -121,12 +121,13 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
     Requests that complete in [start_at, end_at] are counted with their latency; `last` maps a
     group to the last offset acknowledged, to check what a fetch returns afterwards. With
     `coalesce`, this process's requests to a partition share actor calls through the client's
-    RequestBatcher (BatcherCaller).
+    RequestCoalescer (BatcherCaller).
     """
     from benchmarks.common import BatcherCaller
 
+    coalesced = [BatcherCaller(c.handle) for c in callers] if coalesce else []
     if coalesce:
-        callers = [BatcherCaller(c.handle) for c in callers]
+        callers = coalesced
     await asyncio.sleep(max(0.0, start_at - warmup_s - time.time()))
 
     async def one(m: MemberRef) -> tuple[int, list[float], int, int]:
@@ -152,11 +153,10 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
         return count, latencies, errors, acked
 
     results = await asyncio.gather(*(one(m) for m in members))
-    calls = sum(getattr(c, "calls", 0) for c in callers)
-    sent = sum(getattr(c, "requests", 0) for c in callers)
-    if coalesce:
-        for c in callers:
-            c.close()
+    calls = sum(c.coalescer.calls for c in coalesced)
+    sent = sum(c.coalescer.requests for c in coalesced)
+    for c in coalesced:
+        c.coalescer.close()
     return {
         "requests_per_call": sent / calls if calls else 1.0,
         "requests": sum(r[0] for r in results),
@@ -214,6 +214,7 @@ class NullLog:
 
     @property
     def durable_offset(self) -> int:
+        """Everything appended, since nothing waits for a disk."""
         return self.end
 
 

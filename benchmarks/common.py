@@ -134,6 +134,16 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
         print(line(r))
 
 
+def verdict(met: bool) -> str:
+    """`met` or `MISSED`: how a report's line about a target ends."""
+    return "met" if met else "MISSED"
+
+
+def print_target(goal: str, measured: str, met: bool) -> None:
+    """Print a report's verdict on one target: `target: GOAL: MEASURED (met)`, or `(MISSED)`."""
+    print(f"target: {goal}: {measured} ({verdict(met)})")
+
+
 def step(message: str) -> None:
     """A progress line on stderr, with the time of day."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -347,27 +357,16 @@ class CoalescingCaller:
 
 
 class BatcherCaller:
-    """The client's own RequestBatcher as a Caller: requests of this process's clients share `batch` calls,
-    as those of GroupMembers in one process do."""
+    """The client's own RequestCoalescer as a Caller: requests of this process's clients share `batch` calls,
+    as those of GroupMembers in one process do. `coalescer` counts the calls and requests; close it after."""
 
     def __init__(self, handle: Any) -> None:
-        from groupcoord.actors.request_batcher import RequestBatcher
+        from groupcoord.actors.client.coalescer import RequestCoalescer
 
-        self.batcher = RequestBatcher(handle)
+        self.coalescer = RequestCoalescer(handle)
 
     def __call__(self, api: str, req: Any) -> Awaitable[Any]:
-        return asyncio.wrap_future(self.batcher.submit(api, req))
-
-    @property
-    def calls(self) -> int:
-        return self.batcher.calls
-
-    @property
-    def requests(self) -> int:
-        return self.batcher.requests
-
-    def close(self) -> None:
-        self.batcher.close()
+        return asyncio.wrap_future(self.coalescer.submit(api, req))
 
 
 class LocalCaller:
@@ -391,7 +390,7 @@ async def open_local_partition(path: Path, num_partitions: int = 1, partition: i
     It runs the exact request, group-commit and timer code of the actor, over the same
     PartitionLog and fsync policy, minus Ray: the in-process baseline of every benchmark.
     """
-    from groupcoord.actors.partition import PartitionActor
+    from groupcoord.actors.service import PartitionActor
 
     p = PartitionActor(partition, num_partitions, str(path), fsync, config)
     while not await p.is_loaded():
@@ -401,13 +400,7 @@ async def open_local_partition(path: Path, num_partitions: int = 1, partition: i
 
 async def close_local_partition(p: Any) -> None:
     """Stop an in-process PartitionActor's background tasks and close its log."""
-    for task in p._tasks:  # the actor has no close(): Ray just kills the process
-        task.cancel()
-    await asyncio.gather(*p._tasks, return_exceptions=True)
-    while p._flushing:
-        await asyncio.sleep(0.001)
-    if p._log is not None:
-        await asyncio.get_running_loop().run_in_executor(None, p._log.close)
+    await p.close()
 
 
 class Driver:

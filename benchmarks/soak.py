@@ -10,38 +10,24 @@ writes them as JSON to --json PATH if given and exits non-zero if any member was
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests" / "reliability"), str(ROOT / "tests")]  # rel_* helpers and waiting
+from benchmarks import long_runs
 
-import ray  # noqa: E402
+long_runs.use_test_helpers()
+
 from rel_chaos import spread_group_ids  # noqa: E402
 from rel_sim import run_hosts  # noqa: E402
 
-from groupcoord.actors import start, stop  # noqa: E402
-from groupcoord.actors.admin import AdminClient  # noqa: E402
-from groupcoord.protocol import GroupConfig  # noqa: E402
+from groupcoord.actors import stop  # noqa: E402
+from groupcoord.actors.client.admin import AdminClient  # noqa: E402
 
 NAMESPACE = "gc-bench-soak"
 
 
-def write_json(path: str | None, text: str) -> None:
-    """Write `text` to `path`, if one was given."""
-    if path:
-        Path(path).write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the soak, print and save the figures; 0 when no member was expired."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", default=None, help="write the figures to this file as JSON")
-    p.add_argument("--minutes", type=float, default=5.0)
+    p = long_runs.parser(__doc__)
     p.add_argument("--members", type=int, default=3000)
     p.add_argument("--group-size", type=int, default=10)
     p.add_argument("--hosts", type=int, default=4, help="SimHost actors the members are spread over")
@@ -50,15 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heartbeat-ms", type=int, default=3_000)
     p.add_argument("--fsync", default="always", choices=("always", "interval", "never"))
     args = p.parse_args(argv)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(include_dashboard=False, log_to_driver=False, namespace=NAMESPACE)
-    svc = start(
-        num_partitions=args.partitions,
-        storage_path=tempfile.mkdtemp(prefix="gc-soak-"),
-        namespace=NAMESPACE,
-        fsync=args.fsync,
-        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=1_000),
-    )
+    svc = long_runs.start_service(NAMESPACE, args.partitions, "gc-soak-", rebalance_delay_ms=1_000, fsync=args.fsync)
     groups_n = args.members // args.group_size
     groups = spread_group_ids(args.partitions, -(-groups_n // args.partitions), prefix="soak")[:groups_n]
     try:
@@ -82,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_heartbeat_gap_ms": stats.max_send_gap_ms,
         "unstable_groups": unstable[:50],
     }
-    write_json(args.json, json.dumps(result, indent=2) + "\n")
+    long_runs.write_json(args.json, result)
     return 1 if stats.expiries or unstable else 0
 
 
