@@ -9,6 +9,12 @@ from pathlib import Path
 
 from spark_history import NOW, write_history
 
+# What a line of Ray's, Spark's or the JVM's own logging looks like (a report's WARN status is not one).
+LOG_LINE = (
+    r"^\[?\d{4}-\d\d-\d\d[ T]\d|^\d\d/\d\d/\d\d \d|\((raylet|pid=\d+)|RayDP\w*|gcs_client"
+    r"|log4j|StatusConsoleListener|^(ERROR|WARN|INFO)\b|\bINFO\b.*--|default log level"
+)
+
 
 def test_analyze_prints_every_report_and_draws_the_plot(tmp_path):
     root = write_history(tmp_path / "storage")
