@@ -42,6 +42,7 @@ from .offset_manager import OffsetMetadataManager
 from .records import OffsetCommitKey, Record
 from .responses import error_response
 from .runtime import ShardRuntime
+from .stats import ShardGauges, ShardStats, shard_gauges
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,17 @@ class GroupCoordinator:
     def on_durable(self, offset: int) -> None:
         """The log is durable up to `offset`: complete the responses waiting for it."""
         self.runtime.on_durable(offset)
+
+    # --- facts for metrics -------------------------------------------------------------------
+
+    @property
+    def stats(self) -> ShardStats:
+        """The shard's cumulative counters (commits, rebalances, expirations)."""
+        return self.runtime.stats
+
+    def gauges(self) -> ShardGauges:
+        """Groups per state, members, offsets and purgatory sizes right now."""
+        return shard_gauges(self)
 
     # --- timers --------------------------------------------------------------------------
 

@@ -74,6 +74,9 @@ class GroupRebalancer(GroupStore):
         self.rt.timers.cancel(_sync_key(group.group_id))
         initial = group.in_state(EMPTY)
         group.transition_to(PREPARING, self.rt.now())
+        self.rt.stats.rebalances += 1
+        if group.rebalance_started_ms is None:
+            group.rebalance_started_ms = self.rt.now()  # a restarted rebalance keeps its first start
         log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason)
         group_id = group.group_id
         if initial:
@@ -133,6 +136,7 @@ class GroupRebalancer(GroupStore):
             return
         group.init_next_generation(self.rt.now())
         if group.in_state(EMPTY):
+            group.rebalance_started_ms = None
             log.info("group %s with generation %d is now empty", group_id, group.generation_id)
             self.rt.append([self.group_record(group)])
             return
@@ -235,6 +239,7 @@ class GroupRebalancer(GroupStore):
         if member is None or member.has_satisfied_heartbeat():
             return
         log.info("member %s of group %s failed its session; removing it", member_id, group_id)
+        self.rt.stats.session_expirations += 1
         self._remove_member_and_update_group(group, member, f"session of {member_id} expired")
 
     def _cancel_group_timers(self, group: ClassicGroup) -> None:

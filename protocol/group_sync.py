@@ -83,7 +83,17 @@ class SyncGroupHandler(GroupRebalancer):
         for mid, member in group.members.items():
             member.assignment = assignments.get(mid, b"")
         group.transition_to(STABLE, self.rt.now())
+        self._record_completed_rebalance(group)
         self._propagate_assignment(group, Errors.NONE)
+
+    def _record_completed_rebalance(self, group: ClassicGroup) -> None:
+        """Count a rebalance that reached Stable, and how long it took from its first join."""
+        stats = self.rt.stats
+        stats.completed_rebalances += 1
+        started = group.rebalance_started_ms
+        if started is not None:
+            stats.rebalance_durations_ms.append(max(0, self.rt.now() - started))
+        group.rebalance_started_ms = None
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

@@ -10,6 +10,7 @@ from a fetch: a fetch is answered only after every earlier write is durable inst
 from __future__ import annotations
 
 import logging
+from typing import Iterator
 
 from .config import GroupConfig
 from .deferred import Deferred
@@ -70,6 +71,14 @@ class OffsetMetadataManager:
         """Whether `group_id` has any committed offset."""
         return bool(self._offsets.get(group_id))
 
+    def offset_count(self) -> int:
+        """How many offsets the shard holds (Kafka's NumOffsets)."""
+        return sum(len(offsets) for offsets in self._offsets.values())
+
+    def items(self) -> Iterator[tuple[str, dict[TopicPartition, OffsetCommitValue]]]:
+        """(group id, its committed offsets) of every group with offsets; read-only views, not copies."""
+        return iter(self._offsets.items())
+
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Apply one OffsetCommit record: store the value (latest wins) or, for a tombstone, delete it.
 
@@ -127,6 +136,10 @@ class OffsetMetadataManager:
         except RecordBatchTooLarge as e:
             log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e)
             return self.rt.respond(OffsetCommitResponse(dict.fromkeys(partitions, Errors.UNKNOWN_SERVER_ERROR)))
+        if records:
+            stats = self.rt.stats
+            stats.offset_commits += len(records)
+            stats.commit_requests += 1
         return self.rt.respond(OffsetCommitResponse(errors))
 
     def _validate_commit(self, group: ClassicGroup | None, req: OffsetCommitRequest) -> Errors:
@@ -195,6 +208,7 @@ class OffsetMetadataManager:
         # As Kafka's Java coordinator: an Empty group left without offsets is removed by the
         # next expiry pass, not here.
         self.rt.append(list(records.values()))
+        self.rt.stats.offset_deletions += len(records)
         return self.rt.respond(OffsetDeleteResponse(Errors.NONE, errors))
 
     @staticmethod
@@ -227,6 +241,7 @@ class OffsetMetadataManager:
     def _delete_group_records(self, group: ClassicGroup) -> list[Record]:
         """Mark `group` Dead and return the tombstones of all its offsets and of the group itself."""
         self.groups.mark_dead(group)
+        self.rt.stats.group_deletions += 1
         records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
         records.append(self.groups.group_tombstone(group.group_id))
         return records
@@ -255,6 +270,7 @@ class OffsetMetadataManager:
         if records:
             log.info("offset expiry removed %d offsets and %d empty groups", expired_count, deleted)
             self.rt.append(records)
+            self.rt.stats.offset_expirations += expired_count
 
 
 def _fetched(value: OffsetCommitValue) -> OffsetFetchPartition:

@@ -53,6 +53,14 @@ class Purgatory:
     def __len__(self) -> int:
         return len(self._timers)
 
+    def count_by_kind(self) -> dict[str, int]:
+        """Armed timers by kind: the first element of a tuple key (e.g. "heartbeat"), else the key itself."""
+        counts: dict[str, int] = {}
+        for key in self._timers:
+            kind = str(key[0] if isinstance(key, tuple) and key else key)
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
     def next_deadline(self) -> int | None:
         """The earliest armed deadline, or None when nothing is armed."""
         self._settle_top()

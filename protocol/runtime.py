@@ -11,6 +11,7 @@ from .deferred import Deferred
 from .log import RecordLog
 from .purgatory import Purgatory
 from .records import Record
+from .stats import ShardStats
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class ShardRuntime:
         self.clock = clock
         self.log = log
         self.timers = Purgatory()
+        self.stats = ShardStats()
         self._replay = replay
         self._end = log.durable_offset
         self._durable = log.durable_offset
@@ -87,6 +89,10 @@ class ShardRuntime:
         while waiters and waiters[0][0] <= self._durable:
             _, action = waiters.popleft()
             action()
+
+    def waiting(self) -> int:
+        """How many responses and actions wait for durability."""
+        return len(self._waiters)
 
     def has_waiters(self) -> bool:
         """Whether any response or action still waits for durability."""

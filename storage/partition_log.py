@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import zlib
+from collections import deque
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterator, Sequence
@@ -95,6 +96,11 @@ class PartitionLog:
         self._closed = False
         self._compaction_thread: threading.Thread | None = None
         self._background_error: BaseException | None = None
+        # Plain counters for the owner's metrics: entries appended, bytes written, compactions (when, result).
+        self.appends = 0
+        self.bytes_written = 0
+        self.compactions: deque[tuple[float, CompactionResult]] = deque(maxlen=16)
+        self.compaction_count = 0
         self._segments = self._recover()
         self._active = self._segments[-1]
         self._end = self._written = self._synced = self._durable = self._active.next_offset
@@ -159,6 +165,7 @@ class PartitionLog:
             self._staged.append(entry_header(base, n, ts, payload, crc))
             self._staged.append(payload)
             self._end = base + n
+            self.appends += 1
             return self._end
 
     @property
@@ -209,6 +216,7 @@ class PartitionLog:
         if active.size > 0 and active.size + len(data) > self.segment_bytes:
             active = self._roll(first)
         active.write(data)
+        self.bytes_written += len(data)
         active.next_offset = end
         self._written = end
 
@@ -339,11 +347,14 @@ class PartitionLog:
                 on_step=on_step,
             )
             try:
-                return compactor.run()
+                result = compactor.run()
             except BaseException as e:
                 if compactor.committed:
                     self._fail(e)
                 raise
+            self.compactions.append((time.time(), result))
+            self.compaction_count += 1
+            return result
 
     def compaction_due(self) -> bool:
         """Whether enough closed bytes were never compacted (the trigger of maybe_compact)."""

@@ -12,9 +12,10 @@ from groupcoord.protocol.config import GroupConfig
 from groupcoord.storage import StorageRoot
 
 from ..client.handle import Service, ServiceError
+from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
 from .router import RouterActor
-from .spec import ServiceSpec
+from .spec import Observability, ServiceSpec
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,21 @@ def start(
     address: str | None = None,
     config: GroupConfig | None = None,
     wait_ready_s: float = 120.0,
+    observability: Observability | None = None,
 ) -> Service:
-    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs."""
+    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
+
+    `observability` switches the Ray metrics on or off and sets their interval and the log format.
+    """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
     if fsync not in FSYNC_POLICIES:
         raise ServiceError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+    observability = observability or Observability()
+    if observability.log_format not in LOG_FORMATS:
+        raise ServiceError(f"log_format must be one of {LOG_FORMATS}, got {observability.log_format!r}")
+    if not observability.interval_s > 0 or not observability.lag_interval_s > 0:
+        raise ServiceError("the metrics interval and the lag interval must be positive (seconds)")
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
     try:
@@ -71,7 +81,7 @@ def start(
     router = (
         ray.remote(RouterActor)
         .options(**_router_options(namespace))
-        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig()))
+        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig(), observability))
     )
     info = ray.get(router.info.remote())
     if info["error"]:

@@ -14,7 +14,7 @@ import itertools
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 from groupcoord.protocol import Deferred, SystemClock
 from groupcoord.protocol.coordinator import GroupCoordinator
@@ -37,6 +37,10 @@ _REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router
 _GC_THRESHOLDS = (10_000, 10, 10)
 
 
+def _ignore_flush(_seconds: float, _records: int) -> None:
+    pass
+
+
 class PartitionRuntime:
     """Owns a partition's shard and log on the actor's event loop, and runs its background loops."""
 
@@ -49,6 +53,8 @@ class PartitionRuntime:
         self.load_ms: float | None = None
         self.load_cpu_ms: float | None = None
         self.records_replayed = 0
+        # Told the time and record count of every flush (the actor's telemetry sets it).
+        self.on_flushed: Callable[[float, int], None] = _ignore_flush
         self._flushing = False
         self._wake = asyncio.Event()
         self._sleep_until: float = float("inf")
@@ -168,12 +174,19 @@ class PartitionRuntime:
         assert coord is not None
         try:
             while coord.runtime.end_offset > coord.runtime.durable_offset:
-                durable = await self.loop.run_in_executor(None, self.log.flush)
+                before = coord.runtime.durable_offset
+                durable, seconds = await self.loop.run_in_executor(None, self._timed_flush)
                 coord.on_durable(durable)
+                self.on_flushed(seconds, durable - before)
         except Exception as e:
             self.fail(e)
         finally:
             self._flushing = False
+
+    def _timed_flush(self) -> tuple[int, float]:
+        start = time.perf_counter()
+        durable = self.log.flush()
+        return durable, time.perf_counter() - start
 
     # --- background loops ------------------------------------------------------------------------
 
