@@ -106,33 +106,20 @@ def stop(ctx) -> None:
 
 
 @main.command()
+@click.option("--watch", "-w", is_flag=True, help="Refresh the view until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="Seconds between refreshes with --watch.")
+@click.option("--count", type=click.IntRange(min=1), default=None, hidden=True, help="Stop after N refreshes (tests).")
 @click.pass_context
-def status(ctx) -> None:
-    """Partitions, the node each runs on, groups per partition, load time and log size."""
+def status(ctx, watch: bool, interval: float, count: int | None) -> None:
+    """Partitions, where each runs, groups by state, members, commit rate, log size, last compaction."""
     import ray
 
+    from .cli_status import show_status
+
     svc = connect_service(ctx.obj["address"], ctx.obj["namespace"])
-    rows = []
-    for s in ray.get(svc.router.status.remote()):
-        rows.append(
-            [
-                s["partition"],
-                (s.get("node_id") or "")[:12],
-                "yes" if s.get("loaded") else "no",
-                s.get("groups"),
-                None if s.get("load_ms") is None else f"{s['load_ms']:.0f}",
-                s.get("records_replayed"),
-                s.get("log_end_offset"),
-                s.get("log_bytes"),
-                s.get("error") or s.get("last_failure"),
-            ]
-        )
-    click.echo(f"namespace {svc.namespace!r}, storage {svc.storage_path}")
-    print_table(
-        None,
-        ["PARTITION", "NODE", "LOADED", "GROUPS", "LOAD-MS", "REPLAYED", "LOG-END", "LOG-BYTES", "ERROR"],
-        rows,
-    )
+    header = f"namespace {svc.namespace!r}, storage {svc.storage_path}, {svc.num_partitions} partitions"
+    show_status(lambda: ray.get(svc.router.status.remote()), header, watch, interval, count)
 
 
 @main.command()
