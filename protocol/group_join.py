@@ -166,7 +166,8 @@ class JoinGroupHandler(GroupRebalancer):
                 try:
                     self.rt.append([self.group_record(group, assignments)])
                 except RecordBatchTooLarge as e:
-                    log.error("group %s: static member %s cannot be stored: %s", group.group_id, instance_id, e)
+                    log.error("group %s: static member %s cannot be stored: %s", group.group_id, instance_id, e,
+                              extra={"group": group.group_id, "member": member.member_id})
                     self._revert_static_replacement(group, instance_id, old, member, Errors.UNKNOWN_SERVER_ERROR)
                     return
                 self.rt.when_durable(lambda: self._complete_static_rejoin(group, member))

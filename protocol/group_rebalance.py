@@ -77,7 +77,8 @@ class GroupRebalancer(GroupStore):
         self.rt.stats.rebalances += 1
         if group.rebalance_started_ms is None:
             group.rebalance_started_ms = self.rt.now()  # a restarted rebalance keeps its first start
-        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason)
+        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason,
+                 extra={"group": group.group_id})
         group_id = group.group_id
         if initial:
             delay = self.config.initial_rebalance_delay_ms
@@ -127,7 +128,8 @@ class GroupRebalancer(GroupStore):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined remain: wait another rebalance timeout.
-            log.warning("group %s could not complete its rebalance: no member rejoined", group_id)
+            log.warning("group %s could not complete its rebalance: no member rejoined", group_id,
+                        extra={"group": group_id})
             self.rt.timers.schedule(
                 _join_key(group_id),
                 self.rt.now() + group.rebalance_timeout_ms(),
@@ -137,7 +139,8 @@ class GroupRebalancer(GroupStore):
         group.init_next_generation(self.rt.now())
         if group.in_state(EMPTY):
             group.rebalance_started_ms = None
-            log.info("group %s with generation %d is now empty", group_id, group.generation_id)
+            log.info("group %s with generation %d is now empty", group_id, group.generation_id,
+                     extra={"group": group_id})
             self.rt.append([self.group_record(group)])
             return
         log.info(
@@ -145,6 +148,7 @@ class GroupRebalancer(GroupStore):
             group_id,
             group.generation_id,
             len(group.members),
+            extra={"group": group_id},
         )
         for member in group.members.values():
             join = group.take_join(member)
@@ -170,7 +174,8 @@ class GroupRebalancer(GroupStore):
                 member = group.members.get(member_id)
                 if member is not None:
                     self._drop_member(group, member, answer=Errors.UNKNOWN_MEMBER_ID)
-            log.info("group %s removed members that did not sync in time: %s", group_id, late)
+            log.info("group %s removed members that did not sync in time: %s", group_id, late,
+                     extra={"group": group_id})
             self._prepare_rebalance(group, "pending sync expired")
 
     def _reset_and_propagate_assignment(self, group: ClassicGroup, error: Errors) -> None:
@@ -230,7 +235,8 @@ class GroupRebalancer(GroupStore):
         if group is None or group.in_state(DEAD):
             return
         if group.is_pending_member(member_id):
-            log.info("pending member %s of group %s expired", member_id, group_id)
+            log.info("pending member %s of group %s expired", member_id, group_id,
+                     extra={"group": group_id, "member": member_id})
             group.remove(member_id)
             if group.in_state(PREPARING) and group.has_all_members_joined():
                 self._complete_join(group)
@@ -238,7 +244,8 @@ class GroupRebalancer(GroupStore):
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
-        log.info("member %s of group %s failed its session; removing it", member_id, group_id)
+        log.info("member %s of group %s failed its session; removing it", member_id, group_id,
+                 extra={"group": group_id, "member": member_id})
         self.rt.stats.session_expirations += 1
         self._remove_member_and_update_group(group, member, f"session of {member_id} expired")
 

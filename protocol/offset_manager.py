@@ -134,7 +134,8 @@ class OffsetMetadataManager:
         try:
             self.rt.append(records)
         except RecordBatchTooLarge as e:
-            log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e)
+            log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e,
+                      extra={"group": group_id, "member": req.member_id or None})
             return self.rt.respond(OffsetCommitResponse(dict.fromkeys(partitions, Errors.UNKNOWN_SERVER_ERROR)))
         if records:
             stats = self.rt.stats

@@ -36,6 +36,7 @@ _SHARD_COUNTERS = {
     "group_deletions": "groupcoord_group_deletions_total",
 }
 RATE_WINDOW_S = 60.0  # the commit rate `groupcoord status` shows is over about this long
+_MAX_ID_IN_LOG = 256  # a group or member id longer than this is cut in log lines
 MAX_LAG_SERIES = 10_000  # per partition actor; past it only the per-group max and sum lags are exported
 
 
@@ -82,8 +83,8 @@ class PartitionTelemetry:
         group = getattr(req, "group_id", None)
         member = getattr(req, "member_id", None)
         log.info("%s answered %s", api, error.name,
-                 extra={"group": group if isinstance(group, str) else None,
-                        "member": member if isinstance(member, str) and member else None,
+                 extra={"group": group[:_MAX_ID_IN_LOG] if isinstance(group, str) else None,
+                        "member": member[:_MAX_ID_IN_LOG] if isinstance(member, str) and member else None,
                         "rate_key": (api, error)})
 
     # --- the runtime's group commit ------------------------------------------------------------
