@@ -6,10 +6,12 @@ down first and its own down at the end, so the next module's `ray_local` starts 
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import ray
@@ -73,7 +75,7 @@ def svc(metrics_port, tmp_path_factory):
         storage_path=str(tmp_path_factory.mktemp("metrics")),
         namespace=NAMESPACE,
         config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
-        observability=Observability(interval_s=0.2, lag_interval_s=0.2),
+        observability=Observability(interval_s=0.2, lag_interval_s=0.2, log_format="json"),
     )
     yield service
     stop(NAMESPACE)
@@ -132,6 +134,35 @@ def test_scraped_counters_and_gauges_match_the_traffic(svc, metrics_port):
     # Whatever Ray exported under our prefix is a name the catalog (and so the dashboard test) knows.
     ours = {n for n, _, _ in samples if n.startswith(PROMETHEUS_PREFIX + "groupcoord_")}
     assert ours <= exported_names(), ours - exported_names()
+
+
+def test_partition_actor_log_lines_are_json_with_partition_and_group(svc):
+    """The actors' own log files (Ray's worker logs) hold JSON lines carrying partition, group and member."""
+    p, _ = svc.find_coordinator(GROUP)
+    logs_dir = Path(ray._private.worker._global_node.get_logs_dir_path())
+
+    def lines_about_the_group():
+        found = []
+        for path in logs_dir.glob("worker-*"):
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("{") and f'"{GROUP}"' in line:
+                    found.append(json.loads(line))
+        return found if any("stabilized group" in doc["message"] for doc in found) else None
+
+    found = _until(lines_about_the_group)
+    assert all(doc["partition"] == p and doc["group"] == GROUP for doc in found)
+    # The first JoinGroup of each member was answered MEMBER_ID_REQUIRED: a per-request line (rate-limited).
+    assert 1 <= sum(doc["message"] == "join_group answered MEMBER_ID_REQUIRED" for doc in found) <= MEMBERS
+
+
+def _until(condition, timeout_s: float = SETTLE_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.25)
+    raise AssertionError(f"nothing found within {timeout_s:.0f} s")
 
 
 def _poll(condition, port: int):
