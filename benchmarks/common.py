@@ -250,13 +250,14 @@ def bench_config(**overrides: Any) -> GroupConfig:
 
 
 @contextlib.contextmanager
-def service(num_partitions: int, path: Path, config: GroupConfig | None = None, fsync: str = "always") -> Iterator[Any]:
+def service(num_partitions: int, path: Path, config: GroupConfig | None = None, fsync: str = "always",
+            observability: Any = None) -> Iterator[Any]:
     """A groupcoord service in its own namespace over `path`, stopped (actors killed) afterwards."""
     from groupcoord.actors import start, stop
 
     namespace = f"gc-bench-{uuid.uuid4().hex[:8]}"
     svc = start(num_partitions=num_partitions, storage_path=str(path), namespace=namespace, fsync=fsync,
-                config=config)
+                config=config, observability=observability)
     try:
         yield svc
     finally:

@@ -21,6 +21,7 @@ from benchmarks import (  # noqa: E402
     bench_commits,
     bench_heartbeats,
     bench_memory,
+    bench_metrics,
     bench_rebalance,
     bench_recovery,
     bench_scale,
@@ -109,3 +110,11 @@ def test_scale(ray_local, tmp_path):
     for lv in r["levels"]:
         assert lv["errors"] == 0 and lv["commits_per_s"]["median"] > 0
         assert sum(lv["groups_per_partition"]) == lv["groups"] + warm_up
+
+
+def test_metrics(ray_local, tmp_path):
+    r = tiny(bench_metrics, tmp_path)
+    assert [m["coalesced"] for m in r["modes"]] == [False, True]
+    for m in r["modes"]:
+        assert m["errors"] == 0 and m["wrong_after_fetch"] == 0
+        assert m["off"]["median"] > 0 and m["on"]["median"] > 0 and m["ratio"]["n"] == r["sizes"]["trials"]

@@ -1,0 +1,118 @@
+"""The cost of the service's metrics: durable commit throughput with metrics on against off, in the same run.
+
+Two services side by side, one partition actor each, the same fsync "always" log settings: one
+with Ray metrics off, one with them on (request latency histograms per API and error code, flush
+histograms, the shard's counters and gauges published every second, a fifth of the default
+interval). The same clients (one joined group each) commit to each in turn, trial after trial
+(off, on, off, on, ...), one actor call per commit and then coalesced per client process. The
+figure is the on/off ratio of durable commits/s per pair of trials; the goal is at most 5% apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from benchmarks import clients, common
+from benchmarks.bench_commits import SESSION_MS, actor_trial
+from groupcoord.actors.service.spec import Observability
+
+GOAL = 0.95  # metrics on keeps at least this share of the commits/s with metrics off
+PUBLISH_INTERVAL_S = 1.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of this benchmark."""
+    common.add_common_arguments(parser, default_trials=5)
+    parser.add_argument("--clients", type=int, default=None, help="concurrent clients (default 64)")
+    parser.add_argument("--per-commit", type=int, default=None, help="partitions per OffsetCommit (default 100)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per trial (default 1.5)")
+    parser.add_argument("--drivers", type=int, default=2, help="client processes (Ray actors)")
+
+
+def _sizes(args: argparse.Namespace) -> dict:
+    return {
+        "clients": args.clients or common.preset(args, 64, 16, 2),
+        "per_commit": args.per_commit or common.preset(args, 100, 100, 10),
+        "duration": args.duration or common.preset(args, 1.5, 0.7, 0.3),
+        "trials": common.trials(args, full=5),
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Alternate trials between the service without and with metrics, per-call and coalesced."""
+    sizes = _sizes(args)
+    config = common.bench_config()
+    out: dict[str, Any] = {"sizes": sizes, "modes": []}
+    modes = {"off": Observability(metrics=False), "on": Observability(metrics=True, interval_s=PUBLISH_INTERVAL_S)}
+    with common.work_dir(args, "metrics") as base:
+        drivers = common.start_drivers(args.drivers)
+        try:
+            with common.service(1, base / "off", config, observability=modes["off"]) as off, \
+                    common.service(1, base / "on", config, observability=modes["on"]) as on:
+                services = {"off": off, "on": on}
+                members = {}
+                for name, svc in services.items():
+                    common.step(f"metrics {name}: forming {sizes['clients']} client groups")
+                    callers = [common.ActorCaller(h) for h in svc.partitions]
+                    groups = [(g, 0, 1) for g in common.group_names(f"metrics-{name}", sizes["clients"], 0, 1)]
+                    members[name] = [m[0] for m in asyncio.run(clients.form_groups(callers, groups, SESSION_MS))]
+                for coalesce in (False, True):
+                    trials: dict[str, list[dict]] = {"off": [], "on": []}
+                    for t in range(sizes["trials"]):
+                        common.step(f"  trial {t + 1}/{sizes['trials']}{' coalesced' if coalesce else ''}")
+                        for name in ("off", "on") if t % 2 == 0 else ("on", "off"):
+                            trials[name].append(actor_trial(services[name], drivers, members[name],
+                                                            sizes["per_commit"], sizes["duration"], coalesce))
+                    out["modes"].append(_mode_result(coalesce, trials))
+        finally:
+            common.stop_drivers(drivers)
+    return out
+
+
+def _mode_result(coalesce: bool, trials: dict[str, list[dict]]) -> dict:
+    ratios = [on["commits_per_s"] / off["commits_per_s"]
+              for on, off in zip(trials["on"], trials["off"], strict=True) if off["commits_per_s"]]
+    return {
+        "coalesced": coalesce,
+        "off": common.summarize([t["commits_per_s"] for t in trials["off"]]),
+        "on": common.summarize([t["commits_per_s"] for t in trials["on"]]),
+        "ratio": common.summarize(ratios),
+        "errors": sum(t["errors"] for ts in trials.values() for t in ts),
+        "wrong_after_fetch": sum(t["wrong_after_fetch"] for ts in trials.values() for t in ts),
+        "trials": trials,
+    }
+
+
+def report(results: dict) -> None:
+    """Print commits/s with metrics off and on and their ratio, and the verdict on the 5% goal."""
+    s = results["sizes"]
+    rows = []
+    for m in results["modes"]:
+        r = m["ratio"]
+        rows.append([
+            "coalesced" if m["coalesced"] else "one call per commit",
+            common.fmt_rate(m["off"]), common.fmt_rate(m["on"]),
+            f"{common.fmt_ratio(r['median'])} ({common.fmt_ratio(r['min'])}-{common.fmt_ratio(r['max'])})",
+            f"{m['errors']}/{m['wrong_after_fetch']}",
+        ])
+    common.print_table(
+        f"durable commits/s, 1 partition actor, {s['clients']} clients x {s['per_commit']} partitions per commit, "
+        f"{s['duration']}s x {s['trials']} paired trials; median (min-max)",
+        ["requests", "metrics off", "metrics on", "on/off", "err/wrong"], rows)
+    print()
+    for m in results["modes"]:
+        how = "coalesced" if m["coalesced"] else "one call per commit"
+        ratio = m["ratio"]["median"]
+        common.print_target(f"metrics on within 5% of off ({how})", common.fmt_ratio(ratio), ratio >= GOAL)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run this benchmark from the command line."""
+    return common.run_benchmark("metrics", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()
