@@ -292,6 +292,13 @@ def read_rss(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def read_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process on this machine has used so far, in seconds (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- callers: the same client code against an actor or the in-process shard ------------------
 
 Caller = Callable[[str, Any], Awaitable[Any]]

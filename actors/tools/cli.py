@@ -11,6 +11,7 @@ import click
 
 from ..client import ServiceError
 from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
+from ..service.logs import LOG_FORMATS
 from .cli_groups import groups, offsets, topics
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
 
@@ -67,10 +68,15 @@ def _start_local_ray() -> None:
     help="Storage root; a shared file system path on a multi-node cluster.",
 )
 @click.option("--fsync", type=click.Choice(FSYNC_POLICIES), default="always", show_default=True)
+@click.option("--metrics/--no-metrics", default=True, show_default=True,
+              help="Export groupcoord_* metrics through Ray's metrics agents (Prometheus).")
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
+              help="The service's log lines: text, or one JSON object per line.")
 @namespace_option
 @address_option
 @click.pass_context
-def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None) -> None:
+def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str, namespace: str,
+          address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -84,7 +90,8 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: st
         _start_local_ray()
         init_ray("auto", namespace)
     try:
-        svc = service.start(num_partitions, storage_path, namespace, fsync)
+        observability = service.Observability(metrics=metrics, log_format=log_format)
+        svc = service.start(num_partitions, storage_path, namespace, fsync, observability=observability)
     except ServiceError as e:
         raise CliError(str(e)) from None
     click.echo(

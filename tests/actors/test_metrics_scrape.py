@@ -62,7 +62,7 @@ def metrics_port():
     if ray.is_initialized():
         ray.shutdown()
     port = _free_port()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="groupcoord-tests",
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="groupcoord-tests",
              _metrics_export_port=port, _system_config={"metrics_report_interval_ms": 500})
     yield port
     ray.shutdown()  # the next module's ray_local starts the shared instance again
@@ -105,7 +105,8 @@ def test_scraped_counters_and_gauges_match_the_traffic(svc, metrics_port):
         )
         return s if wanted else None
 
-    samples = _poll(settled, metrics_port)
+    samples = _until(settled, "the scraped values reaching the traffic's", lambda: sorted(
+        (n, lab.get("partition"), v) for n, lab, v in scrape(metrics_port) if "commits" in n or "members" in n))
     # The request histogram counted every commit, by API and error code, on the group's partition only.
     assert total(samples, "ray_groupcoord_request_latency_seconds_count", partition=part, api="commit_offsets",
                  error="NONE") == COMMITS
@@ -149,29 +150,18 @@ def test_partition_actor_log_lines_are_json_with_partition_and_group(svc):
                     found.append(json.loads(line))
         return found if any("stabilized group" in doc["message"] for doc in found) else None
 
-    found = _until(lines_about_the_group)
+    found = _until(lines_about_the_group, "JSON log lines about the group")
     assert all(doc["partition"] == p and doc["group"] == GROUP for doc in found)
     # The first JoinGroup of each member was answered MEMBER_ID_REQUIRED: a per-request line (rate-limited).
     assert 1 <= sum(doc["message"] == "join_group answered MEMBER_ID_REQUIRED" for doc in found) <= MEMBERS
 
 
-def _until(condition, timeout_s: float = SETTLE_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.25)
-    raise AssertionError(f"nothing found within {timeout_s:.0f} s")
-
-
-def _poll(condition, port: int):
-    """Scrape until `condition` returns the samples (values settle after Ray's report interval), bounded."""
+def _until(condition, what: str = "the condition", details=lambda: ""):
+    """Poll `condition` until it returns something (values settle after Ray's report interval), bounded."""
     deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline:
         found = condition()
         if found:
             return found
         time.sleep(0.25)
-    ours = sorted({(n, v) for n, _, v in scrape(port) if "offset_commits" in n or "members" in n})
-    raise AssertionError(f"the scraped metrics did not reach the expected values within {SETTLE_S:.0f} s: {ours}")
+    raise AssertionError(f"{what} did not happen within {SETTLE_S:.0f} s {details()}")

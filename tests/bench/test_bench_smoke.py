@@ -118,3 +118,4 @@ def test_metrics(ray_local, tmp_path):
     for m in r["modes"]:
         assert m["errors"] == 0 and m["wrong_after_fetch"] == 0
         assert m["off"]["median"] > 0 and m["on"]["median"] > 0 and m["ratio"]["n"] == r["sizes"]["trials"]
+        assert m["cpu_us_per_request"]["on"]["median"] > 0 and m["cpu_ratio"]["n"] == r["sizes"]["trials"]
