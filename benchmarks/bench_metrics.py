@@ -6,8 +6,10 @@ histograms, the shard's counters and gauges published every second, a fifth of t
 interval). The same clients (one joined group each) commit to each in turn, trial after trial
 (off, on, off, on, ...), one actor call per commit and then coalesced per client process. The
 figure is the on/off ratio of durable commits/s per pair of trials; the goal is at most 5% apart.
-Beside it, the CPU time the partition actor process spent per request in each trial (from /proc):
-on a shared, loaded machine throughput swings from trial to trial, CPU per request much less.
+Beside it, the CPU time the partition actor process spent per request in each trial (from /proc),
+and the cost of the request path's metrics alone, timed in a Ray worker: what recording one
+100-partition commit's latency costs with metrics on and off. On a shared, loaded machine
+throughput swings from trial to trial; these two figures much less.
 """
 
 from __future__ import annotations
@@ -45,6 +47,26 @@ def _sizes(args: argparse.Namespace) -> dict:
     }
 
 
+async def request_cost(_state: dict, per_commit: int, n: int = 20_000) -> dict:
+    """Microseconds per request of PartitionTelemetry.request with metrics on and off (in a Ray worker)."""
+    import time
+    from types import SimpleNamespace
+
+    from groupcoord.actors.service.telemetry import PartitionTelemetry
+    from groupcoord.protocol import Errors, TopicPartition
+    from groupcoord.protocol.messages import OffsetCommitResponse
+
+    response = OffsetCommitResponse({TopicPartition(clients.TOPIC, p): Errors.NONE for p in range(per_commit)})
+    out = {}
+    for name, enabled in (("off", False), ("on", True)):
+        telemetry = PartitionTelemetry(0, SimpleNamespace(coord=None, log=None), Observability(metrics=enabled))
+        start = time.thread_time()
+        for _ in range(n):
+            telemetry.request("commit_offsets", None, response, 0.001)
+        out[name] = (time.thread_time() - start) / n * 1e6
+    return out
+
+
 def run(args: argparse.Namespace) -> dict:
     """Alternate trials between the service without and with metrics, per-call and coalesced."""
     sizes = _sizes(args)
@@ -54,6 +76,8 @@ def run(args: argparse.Namespace) -> dict:
     with common.work_dir(args, "metrics") as base:
         drivers = common.start_drivers(args.drivers)
         try:
+            costs = [ray.get(drivers[0].run_local.remote(request_cost, sizes["per_commit"])) for _ in range(3)]
+            out["request_cost_us"] = {k: common.summarize([c[k] for c in costs]) for k in ("off", "on")}
             with common.service(1, base / "off", config, observability=modes["off"]) as off, \
                     common.service(1, base / "on", config, observability=modes["on"]) as on:
                 services = {"off": off, "on": on}
@@ -118,6 +142,15 @@ def report(results: dict) -> None:
         f"{s['duration']}s x {s['trials']} paired trials; median (min-max)",
         ["requests", "metrics off", "metrics on", "on/off", "actor CPU us/request off / on", "on/off",
          "err/wrong"], rows)
+    cost = results["request_cost_us"]
+    added = cost["on"]["median"] - cost["off"]["median"]
+    print(f"\nrecording one request's metrics (Ray worker, CPU): {cost['off']['median']:.1f} us with metrics off, "
+          f"{cost['on']['median']:.1f} us on: +{added:.1f} us per request")
+    for m in results["modes"]:
+        cpu = m["cpu_us_per_request"]["off"]["median"]
+        how = "coalesced" if m["coalesced"] else "one call per commit"
+        share = f"{added / cpu * 100:.2f}%" if cpu else "-"
+        print(f"  = {share} of the actor's CPU per request ({how}: {cpu:,.0f} us)")
     print()
     for m in results["modes"]:
         how = "coalesced" if m["coalesced"] else "one call per commit"
