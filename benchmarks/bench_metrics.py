@@ -1,11 +1,12 @@
 """The cost of the service's metrics: durable commit throughput with metrics on against off, in the same run.
 
-Two services side by side, one partition actor each, the same fsync "always" log settings: one
-with Ray metrics off, one with them on (request latency histograms per API and error code, flush
-histograms, the shard's counters and gauges published every second, a fifth of the default
-interval). The same clients (one joined group each) commit to each in turn, trial after trial
-(off, on, off, on, ...), one actor call per commit and then coalesced per client process. The
-figure is the on/off ratio of durable commits/s per pair of trials; the goal is at most 5% apart.
+One service, one partition actor (fsync "always"), started with metrics; its metrics are turned
+off and on again between trials (PartitionActor.set_metrics), so that both sides run in the same
+process with the same groups and clients: trials alternate off, on, on, off, ... Metrics on means
+request latency histograms per API and error code, flush histograms, and the shard's counters and
+gauges published every second (a fifth of the default interval). The clients (one joined group
+each) commit one actor call per commit, then coalesced per client process. The figure is the on/off
+ratio of durable commits/s per pair of trials; the goal is at most 5% apart.
 Beside it, the CPU time the partition actor process spent per request in each trial (from /proc),
 and the cost of the request path's metrics alone, timed in a Ray worker: what recording one
 100-partition commit's latency costs with metrics on and off. On a shared, loaded machine
@@ -68,35 +69,34 @@ async def request_cost(_state: dict, per_commit: int, n: int = 20_000) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Alternate trials between the service without and with metrics, per-call and coalesced."""
+    """Alternate trials with the service's metrics off and on, per-call and coalesced."""
     sizes = _sizes(args)
     config = common.bench_config()
     out: dict[str, Any] = {"sizes": sizes, "modes": []}
-    modes = {"off": Observability(metrics=False), "on": Observability(metrics=True, interval_s=PUBLISH_INTERVAL_S)}
     with common.work_dir(args, "metrics") as base:
         drivers = common.start_drivers(args.drivers)
         try:
             costs = [ray.get(drivers[0].run_local.remote(request_cost, sizes["per_commit"])) for _ in range(3)]
             out["request_cost_us"] = {k: common.summarize([c[k] for c in costs]) for k in ("off", "on")}
-            with common.service(1, base / "off", config, observability=modes["off"]) as off, \
-                    common.service(1, base / "on", config, observability=modes["on"]) as on:
-                services = {"off": off, "on": on}
-                pids = {name: ray.get(svc.partitions[0].status.remote())["pid"] for name, svc in services.items()}
-                members = {}
-                for name, svc in services.items():
-                    common.step(f"metrics {name}: forming {sizes['clients']} client groups")
-                    callers = [common.ActorCaller(h) for h in svc.partitions]
-                    groups = [(g, 0, 1) for g in common.group_names(f"metrics-{name}", sizes["clients"], 0, 1)]
-                    members[name] = [m[0] for m in asyncio.run(clients.form_groups(callers, groups, SESSION_MS))]
+            observability = Observability(interval_s=PUBLISH_INTERVAL_S)
+            with common.service(1, base / "svc", config, observability=observability) as svc:
+                actor = svc.partitions[0]
+                pid = ray.get(actor.status.remote())["pid"]
+                common.step(f"forming {sizes['clients']} client groups")
+                callers = [common.ActorCaller(h) for h in svc.partitions]
+                groups = [(g, 0, 1) for g in common.group_names("metrics", sizes["clients"], 0, 1)]
+                members = [m[0] for m in asyncio.run(clients.form_groups(callers, groups, SESSION_MS))]
                 for coalesce in (False, True):
                     trials: dict[str, list[dict]] = {"off": [], "on": []}
                     for t in range(sizes["trials"]):
                         common.step(f"  trial {t + 1}/{sizes['trials']}{' coalesced' if coalesce else ''}")
                         for name in ("off", "on") if t % 2 == 0 else ("on", "off"):
-                            cpu = common.read_cpu_seconds(pids[name])
-                            trial = actor_trial(services[name], drivers, members[name], sizes["per_commit"],
-                                                sizes["duration"], coalesce)
-                            cpu = common.read_cpu_seconds(pids[name]) - cpu
+                            if ray.get(actor.set_metrics.remote(name == "on")) != (name == "on"):
+                                raise RuntimeError(f"the partition actor did not turn its metrics {name}")
+                            cpu = common.read_cpu_seconds(pid)
+                            trial = actor_trial(svc, drivers, members, sizes["per_commit"], sizes["duration"],
+                                                coalesce)
+                            cpu = common.read_cpu_seconds(pid) - cpu
                             trial["cpu_us_per_request"] = cpu / max(1, trial["requests"]) * 1e6
                             trials[name].append(trial)
                     out["modes"].append(_mode_result(coalesce, trials))

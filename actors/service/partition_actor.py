@@ -163,6 +163,14 @@ class PartitionActor:
         router = ray.get_actor(ROUTER_NAME, namespace=self.runtime.spec.namespace)
         return await router.describe_topics.remote()
 
+    async def set_metrics(self, on: bool) -> bool:
+        """Turn this partition's Ray metrics off or back on at runtime; returns whether they are on now.
+
+        They can only come back on where the service was started with metrics; counters resume
+        from the shard's totals, so nothing counted meanwhile is lost.
+        """
+        return self.telemetry.set_recording(on)
+
     async def crash(self) -> None:
         """End this process at once, as a crash would (for fault tests and the demo)."""
         os._exit(1)

@@ -53,11 +53,18 @@ class PartitionTelemetry:
         self._published: dict[str, int] = {}
         self._tags: dict[tuple[str, Errors], dict[str, str]] = {}
         self._latency = self.metrics["groupcoord_request_latency_seconds"] if self.metrics else None
+        self.recording = self.metrics is not None  # set_recording turns it off and on at runtime
         self._commit_samples: deque[tuple[float, int]] = deque()
         self._lag_series: set[tuple[str, str, int]] = set()
         self._lag_groups: set[str] = set()
         self._compactions_seen = 0
         self._load_published = False
+
+    def set_recording(self, on: bool) -> bool:
+        """Record (and publish) metrics or not from now on; stays off where Ray metrics were never created."""
+        self.recording = bool(on) and self.metrics is not None
+        self._latency = self.metrics["groupcoord_request_latency_seconds"] if self.recording else None
+        return self.recording
 
     # --- the request path --------------------------------------------------------------------
 
@@ -91,7 +98,7 @@ class PartitionTelemetry:
 
     def flushed(self, seconds: float, records: int) -> None:
         """One flush (write + fsync) took `seconds` and made `records` durable."""
-        if self.metrics is not None and records > 0:
+        if self.recording and records > 0:
             try:
                 self.metrics["groupcoord_log_flush_seconds"].observe(seconds)
                 self.metrics["groupcoord_log_flush_records"].observe(records)
@@ -107,7 +114,7 @@ class PartitionTelemetry:
             await asyncio.sleep(self.options.interval_s)
             try:
                 self.publish()
-                if self.metrics is not None and self._end_offsets is not None and time.monotonic() >= next_lag:
+                if self.recording and self._end_offsets is not None and time.monotonic() >= next_lag:
                     next_lag = time.monotonic() + self.options.lag_interval_s
                     self.publish_lag(await self._end_offsets())
             except Exception:  # a metric must never take the partition down
@@ -117,7 +124,7 @@ class PartitionTelemetry:
         """Sample the commit count, and send the shard's counters and gauges and the log's to Ray."""
         coord = self.runtime.coord
         if coord is None:
-            if self.metrics is not None:
+            if self.recording:
                 self.metrics["groupcoord_partition_loaded"].set(0)
             return
         now = time.monotonic()
@@ -125,7 +132,7 @@ class PartitionTelemetry:
         samples.append((now, coord.stats.offset_commits))
         while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
             samples.popleft()
-        if self.metrics is None:
+        if not self.recording:
             return
         stats = coord.stats
         for field, name in _SHARD_COUNTERS.items():
