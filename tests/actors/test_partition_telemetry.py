@@ -39,6 +39,7 @@ def telemetry_over(tmp_path, **log_options):
     telemetry = PartitionTelemetry(0, runtime, Observability(metrics=False))
     recorded = {name: Recorded(spec.kind) for name, spec in BY_NAME.items()}
     telemetry.metrics = recorded  # what RayMetrics would be inside a Ray worker
+    assert telemetry.set_recording(True)
     return telemetry, coord, plog, recorded
 
 
@@ -84,6 +85,19 @@ def test_compactions_are_published_once_with_duration_and_bytes_reclaimed(tmp_pa
     assert [v for v, _ in recorded["groupcoord_compaction_duration_seconds"].observations] == [result.seconds]
     last = telemetry.last_compaction()
     assert last is not None and last["reclaimed_bytes"] == result.bytes_before - result.bytes_after
+
+
+def test_paused_metrics_record_nothing_and_resume_from_the_totals(tmp_path):
+    telemetry, coord, _, recorded = telemetry_over(tmp_path)
+    assert not telemetry.set_recording(False)
+    commit(coord, "g", 1)
+    telemetry.publish()
+    telemetry.flushed(0.001, 5)
+    assert recorded["groupcoord_offset_commits_total"].values == {}
+    assert recorded["groupcoord_log_flush_seconds"].observations == []
+    telemetry.set_recording(True)
+    telemetry.publish()
+    assert value(recorded, "groupcoord_offset_commits_total") == 5
 
 
 def test_lag_series_that_disappear_are_set_to_nan(tmp_path):
