@@ -36,6 +36,7 @@ _SHARD_COUNTERS = {
     "group_deletions": "groupcoord_group_deletions_total",
 }
 RATE_WINDOW_S = 60.0  # the commit rate `groupcoord status` shows is over about this long
+_END_OFFSETS_TIMEOUT_S = 10.0  # a router that does not answer delays the lag, never the other metrics
 _MAX_ID_IN_LOG = 256  # a group or member id longer than this is cut in log lines
 MAX_LAG_SERIES = 10_000  # per partition actor; past it only the per-group max and sum lags are exported
 
@@ -116,7 +117,7 @@ class PartitionTelemetry:
                 self.publish()
                 if self.recording and self._end_offsets is not None and time.monotonic() >= next_lag:
                     next_lag = time.monotonic() + self.options.lag_interval_s
-                    self.publish_lag(await self._end_offsets())
+                    self.publish_lag(await asyncio.wait_for(self._end_offsets(), _END_OFFSETS_TIMEOUT_S))
             except Exception:  # a metric must never take the partition down
                 log.exception("publishing metrics failed")
 
