@@ -10,6 +10,7 @@ from storage_helpers import (
     SimulatedCrash,
     commit,
     copy_dir,
+    die,
     files_in,
     group_metadata,
     group_tombstone,
@@ -255,7 +256,7 @@ def run_with_crash(directory, crash_at: int, clock, **options):
         log.compact(on_step=hook)
     except SimulatedCrash:
         pass
-    log._active.close()  # the process died: nothing else runs
+    die(log)  # the process died: nothing else runs
     return steps
 
 
