@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from powerloss import PowerCut, PowerLossFiles
+from powerloss import NoSyncFiles, PowerCut, PowerLossFiles
 from storage_helpers import ManualMs, commit, flat, random_batches
 
 from groupcoord.protocol.records import Record
 from groupcoord.storage import PartitionLog, StorageRoot
-from groupcoord.storage.fileops import OS_FILES
 from groupcoord.storage.topics import TopicRegistry, read_end_offset_history
+
+NO_SYNC = NoSyncFiles()
 
 
 @dataclass
@@ -49,10 +50,10 @@ class Workload:
 # --- the partition log ------------------------------------------------------------------------
 
 
-def check_log(directory: Path, progress: Progress, files=OS_FILES) -> None:
+def check_log(directory: Path, progress: Progress, files=None) -> None:
     """Reopen the log and check the invariant against what was appended and acknowledged."""
     appended, acked = progress.appended, progress.acked
-    plog = PartitionLog(directory, sync="always", files=files)
+    plog = PartitionLog(directory, sync="always", files=files or NO_SYNC)
     try:
         last_at: dict[tuple, int] = {}
         previous = -1
@@ -139,7 +140,7 @@ def _root_run(files: PowerLossFiles, root: Path, progress: Progress) -> None:
 
 
 def _root_check(root: Path, progress: Progress) -> None:
-    storage = StorageRoot(root / "root", 2, create=not progress.root_created)
+    storage = StorageRoot(root / "root", 2, create=not progress.root_created, files=NO_SYNC)
     assert storage.missing_partitions() == [], "a crash left the root listing a partition without a directory"
     check_log(storage.partition_dir(1), progress)
 
@@ -159,7 +160,7 @@ def _topics_run(files: PowerLossFiles, root: Path, progress: Progress) -> None:
 
 
 def _topics_check(root: Path, progress: Progress) -> None:
-    registry = TopicRegistry(root / "root", clock_ms=lambda: 2000)
+    registry = TopicRegistry(root / "root", clock_ms=lambda: 2000, files=NO_SYNC)
     for name, partitions in progress.topics.items():
         assert registry.topics[name].partitions >= partitions, f"topic {name} lost partitions"
     history = {(r["topic"], r["partition"], r["offset"]) for r in read_end_offset_history(root / "root")}

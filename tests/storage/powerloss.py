@@ -309,6 +309,16 @@ class PowerLossFiles(FileOps):
         return bytes(data)
 
 
+class NoSyncFiles(FileOps):
+    """The real file system without fsyncs: for checks after a simulated crash, which need no durability."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fsync_directory(self, directory: PathLike) -> None:
+        pass
+
+
 def _apply_dir_op(entries: dict[str, object], op: tuple) -> None:
     if op[0] == "set":
         entries[op[1]] = op[2]
