@@ -248,10 +248,7 @@ class Compactor:
         try:
             size = self._write_cleaned(cleaned, segs, end, keep)
         except OSError as e:
-            try:
-                self.files.unlink(cleaned)
-            except OSError:
-                pass
+            self._abandon(cleaned)
             raise CompactionError(f"compaction of {target} failed before its commit: {e}", False) from e
         self._step("cleaned")
         new = Segment(target, base, size, end, clean=True, files=self.files)
@@ -260,8 +257,9 @@ class Compactor:
             try:
                 self.files.rename(cleaned, swap)
             except OSError as e:
+                self._abandon(cleaned)
                 raise CompactionError(f"compaction of {target} failed before its commit: {e}", False) from e
-            self.committed = True  # from here on, reopening the log finishes the group
+            self.committed = True  # until the group is installed: from here on, reopening finishes it
             try:
                 self._install(segs, swap, target, steps=True)
             except OSError as e:
@@ -275,8 +273,16 @@ class Compactor:
                         True,
                     ) from again
             self.replace(segs, new)
+            self.committed = False  # the group is installed, in memory too
             self._step("installed")
         return new
+
+    def _abandon(self, cleaned: Path) -> None:
+        """Remove the output of a group that failed before its commit (opening the log would, too)."""
+        try:
+            self.files.unlink(cleaned)
+        except OSError as e:
+            log.warning("%s: could not remove %s: %s", self.directory, cleaned.name, e)
 
     def _install(self, segs: list[Segment], swap: Path, target: Path, *, steps: bool) -> None:
         """Steps 2-4 after the rename to `.swap`; idempotent, so a failed attempt can be repeated."""
