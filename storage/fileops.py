@@ -116,7 +116,9 @@ def makedirs_durably(files: FileOps, directory: PathLike) -> bool:
     try:
         files.mkdir(d)
     except FileExistsError:
-        return False
+        if d.is_dir():
+            return False  # created concurrently
+        raise
     files.fsync_directory(d.parent)
     return True
 

@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-from .errors import StorageError
+from .errors import LogWriteError, StorageError
 from .fileops import FileOps, replace_file_durably
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,10 @@ class WriterFence:
         self.directory = directory
         self.files = files
         self.epoch_path = directory / EPOCH_FILE
-        self._handle = files.lock(directory / LOCK_FILE)
+        try:
+            self._handle = files.lock(directory / LOCK_FILE)
+        except OSError as e:
+            raise LogWriteError(directory / LOCK_FILE, "lock", e) from e
         if self._handle is None:
             raise LogLockedError(
                 f"log {directory} is open for writing by another process (it holds {directory / LOCK_FILE}); "
@@ -59,7 +62,10 @@ class WriterFence:
             )
         try:
             self.epoch = read_epoch(directory) + 1
-            replace_file_durably(files, self.epoch_path, f"{self.epoch}\n".encode())
+            try:
+                replace_file_durably(files, self.epoch_path, f"{self.epoch}\n".encode())
+            except OSError as e:
+                raise LogWriteError(self.epoch_path, "recording the writer epoch", e) from e
             self._stamp = self._stat()
         except BaseException:
             self.release()
