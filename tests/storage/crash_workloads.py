@@ -21,7 +21,7 @@ from powerloss import NoSyncFiles, PowerCut, PowerLossFiles
 from storage_helpers import ManualMs, commit, flat, random_batches
 
 from groupcoord.protocol.records import Record
-from groupcoord.storage import PartitionLog, StorageRoot
+from groupcoord.storage import FileOps, PartitionLog, StorageRoot
 from groupcoord.storage.topics import TopicRegistry, read_end_offset_history
 
 NO_SYNC = NoSyncFiles()
@@ -40,11 +40,13 @@ class Progress:
 
 @dataclass(frozen=True)
 class Workload:
-    """A named storage scenario: `run(files, root, progress)` and `check(root, progress)`."""
+    """A named storage scenario: `run(files, root, progress)`, `recover(files, root)` (what reopening
+    writes, for crashes during recovery) and `check(root, progress)`."""
 
     name: str
     run: Callable[[PowerLossFiles, Path, Progress], None]
     check: Callable[[Path, Progress], None]
+    recover: Callable[[FileOps, Path], None]
 
 
 # --- the partition log ------------------------------------------------------------------------
@@ -108,6 +110,10 @@ def _log_check(root: Path, progress: Progress) -> None:
     check_log(root / "p", progress)
 
 
+def _log_recover(files: FileOps, root: Path) -> None:
+    PartitionLog(root / "p", sync="always", files=files).close()
+
+
 def log_workloads(seed: int = 1, scale: int = 1) -> list[Workload]:
     """The partition-log scenarios: appends with group commit and rolls, interval sync, compaction."""
     rng = random.Random(seed)
@@ -117,11 +123,15 @@ def log_workloads(seed: int = 1, scale: int = 1) -> list[Workload]:
     interval = "".join(rng.choice("f.s") for _ in range(n - 1)) + "s"
     compacting = "".join("c" if i % 5 == 4 else "f" for i in range(n))
     compacting_interval = "".join("c" if i % 5 == 4 else rng.choice("ffs") for i in range(n))
+
+    def scenario(name: str, sync: str, segment_bytes: int, plan: str) -> Workload:
+        return Workload(f"{name}/{seed}", _log_run(sync, segment_bytes, batches, plan), _log_check, _log_recover)
+
     return [
-        Workload(f"append-group-commit-roll/{seed}", _log_run("always", 300, batches, group), _log_check),
-        Workload(f"interval-sync/{seed}", _log_run("interval", 400, batches, interval), _log_check),
-        Workload(f"compaction/{seed}", _log_run("always", 250, batches, compacting), _log_check),
-        Workload(f"compaction-interval/{seed}", _log_run("interval", 250, batches, compacting_interval), _log_check),
+        scenario("append-group-commit-roll", "always", 300, group),
+        scenario("interval-sync", "interval", 400, interval),
+        scenario("compaction", "always", 250, compacting),
+        scenario("compaction-interval", "interval", 250, compacting_interval),
     ]
 
 
@@ -176,7 +186,18 @@ def _topics_check(root: Path, progress: Progress) -> None:
 
 def root_workloads() -> list[Workload]:
     """The storage root's creation and the topic registry's updates."""
-    return [Workload("root-metadata", _root_run, _root_check), Workload("topics-registry", _topics_run, _topics_check)]
+    return [
+        Workload("root-metadata", _root_run, _root_check, _root_recover),
+        Workload("topics-registry", _topics_run, _topics_check, _topics_recover),
+    ]
+
+
+def _root_recover(files: FileOps, root: Path) -> None:
+    StorageRoot(root / "root", 2, files=files).open_partition(1).close()
+
+
+def _topics_recover(files: FileOps, root: Path) -> None:
+    TopicRegistry(root / "root", files=files)
 
 
 # --- driving crash points -------------------------------------------------------------------------
@@ -208,6 +229,36 @@ def crash_at(workload: Workload, root: Path, point: int, rng: random.Random | No
         raise AssertionError(f"{workload.name}: crash before operation {point} ({variant}): {e}") from e
 
 
+def crash_in_recovery(workload: Workload, root: Path, point: int, recovery_point: int, rng: random.Random) -> bool:
+    """Crash at `point`, then again at operation `recovery_point` of reopening; check. False if recovery had fewer."""
+    _reset(root)
+    files = PowerLossFiles(root)
+    files.cut_after(point)
+    progress = Progress()
+    try:
+        workload.run(files, root, progress)
+    except PowerCut:
+        pass
+    files.pull_plug(rng)
+    again = PowerLossFiles(root)
+    again.cut_after(recovery_point)
+    try:
+        workload.recover(again, root)
+        return False
+    except PowerCut:
+        pass
+    except BaseException as e:
+        raise AssertionError(f"{workload.name}: recovery after a crash before operation {point} failed: {e}") from e
+    again.pull_plug(rng)
+    try:
+        workload.check(root, progress)
+    except BaseException as e:
+        raise AssertionError(
+            f"{workload.name}: crash before operation {point}, then before operation {recovery_point} of "
+            f"recovery: {e}") from e
+    return True
+
+
 def crash_points(workload: Workload, root: Path, points: Iterable[int], seeds: Iterable[int | None]) -> int:
     """Check every (crash point, seed) pair (seed None: exactly the durable state); returns how many."""
     seeds = list(seeds)
@@ -230,4 +281,7 @@ def all_workloads(seeds: Iterable[int] = (1,), scale: int = 1) -> list[Workload]
     return [w for s in seeds for w in log_workloads(s, scale)] + root_workloads()
 
 
-__all__ = ["Progress", "Workload", "all_workloads", "check_log", "count_operations", "crash_at", "crash_points", "flat"]
+__all__ = [
+    "Progress", "Workload", "all_workloads", "check_log", "count_operations", "crash_at", "crash_in_recovery",
+    "crash_points", "flat",
+]
