@@ -211,8 +211,8 @@ def count_operations(workload: Workload, root: Path) -> int:
     return files.ops
 
 
-def crash_at(workload: Workload, root: Path, point: int, rng: random.Random | None) -> None:
-    """Run the workload with the power cut before operation `point`, pull the plug, check the invariant."""
+def _run_until_cut(workload: Workload, root: Path, point: int, rng: random.Random | None) -> Progress:
+    """Run the workload from an empty root with the power cut before operation `point`, then pull the plug."""
     _reset(root)
     files = PowerLossFiles(root)
     files.cut_after(point)
@@ -222,6 +222,12 @@ def crash_at(workload: Workload, root: Path, point: int, rng: random.Random | No
     except PowerCut:
         pass
     files.pull_plug(rng)
+    return progress
+
+
+def crash_at(workload: Workload, root: Path, point: int, rng: random.Random | None) -> None:
+    """Run the workload with the power cut before operation `point`, pull the plug, check the invariant."""
+    progress = _run_until_cut(workload, root, point, rng)
     try:
         workload.check(root, progress)
     except BaseException as e:
@@ -231,15 +237,7 @@ def crash_at(workload: Workload, root: Path, point: int, rng: random.Random | No
 
 def crash_in_recovery(workload: Workload, root: Path, point: int, recovery_point: int, rng: random.Random) -> bool:
     """Crash at `point`, then again at operation `recovery_point` of reopening; check. False if recovery had fewer."""
-    _reset(root)
-    files = PowerLossFiles(root)
-    files.cut_after(point)
-    progress = Progress()
-    try:
-        workload.run(files, root, progress)
-    except PowerCut:
-        pass
-    files.pull_plug(rng)
+    progress = _run_until_cut(workload, root, point, rng)
     again = PowerLossFiles(root)
     again.cut_after(recovery_point)
     try:
