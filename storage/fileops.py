@@ -34,6 +34,14 @@ class FileOps:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
         return os.open(path, flags, 0o644)
 
+    def open_existing(self, path: PathLike) -> int:
+        """Open an existing file for writing in place (no truncation); returns a file descriptor."""
+        return os.open(path, os.O_WRONLY)
+
+    def write_at(self, fd: int, data: bytes, offset: int) -> int:
+        """Write some of `data` at `offset` of a file opened by open_existing; returns how many bytes."""
+        return os.pwrite(fd, data, offset)
+
     def write(self, fd: int, data: bytes | memoryview) -> int:
         """Write some of `data` at the descriptor's position; returns how many bytes were written."""
         return os.write(fd, data)

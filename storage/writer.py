@@ -3,13 +3,14 @@
 Opening a log for writing takes `writer.lock` in its directory (see storage.fileops for what the
 lock is worth on network file systems), then reads the epoch recorded in `writer-epoch`, adds one
 and records it durably. Before every write the writer checks that the recorded epoch is still its
-own (a stat of the file, and a read only when it changed): a writer that a newer one replaced --
+own (one small read): a writer that a newer one replaced --
 a zombie partition actor, or a second service on a file system whose locks do not work -- gets
 StaleWriterError and writes nothing. Readers (replay by analytics) take neither.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from pathlib import Path
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = "writer.lock"
 EPOCH_FILE = "writer-epoch"
+EPOCH_DIGITS = 20
 
 
 class LogLockedError(StorageError):
@@ -63,34 +65,41 @@ class WriterFence:
         try:
             self.epoch = read_epoch(directory) + 1
             try:
-                replace_file_durably(files, self.epoch_path, f"{self.epoch}\n".encode())
+                self._record()
             except OSError as e:
                 raise LogWriteError(self.epoch_path, "recording the writer epoch", e) from e
-            self._stamp = self._stat()
         except BaseException:
             self.release()
             raise
         log.info("%s: writer epoch %d", directory, self.epoch)
 
-    def _stat(self) -> tuple[int, int, int] | None:
+    def _record(self) -> None:
+        # Overwritten in place once it exists (no new space needed, so a partition still opens, and
+        # serves reads, on a full disk); fixed-width digits, so a torn overwrite never goes backwards.
+        data = f"{self.epoch:0{EPOCH_DIGITS}d}\n".encode()
         try:
-            st = os.stat(self.epoch_path)
+            same_size = os.path.getsize(self.epoch_path) == len(data)
         except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+            same_size = False
+        if not same_size:
+            replace_file_durably(self.files, self.epoch_path, data)
+            return
+        fd = self.files.open_existing(self.epoch_path)
+        try:
+            if self.files.write_at(fd, data, 0) != len(data):
+                raise OSError(errno.EIO, "short write of the writer epoch")
+            self.files.fsync(fd)
+        finally:
+            self.files.close(fd)
 
     def check(self) -> None:
-        """Raise StaleWriterError unless the recorded epoch is still this writer's."""
-        stamp = self._stat()
-        if stamp == self._stamp:
-            return
+        """Raise StaleWriterError unless the recorded epoch is still this writer's (one small read)."""
         recorded = read_epoch(self.directory)
         if recorded != self.epoch:
             raise StaleWriterError(
                 f"log {self.directory} was opened by a newer writer (epoch {recorded}, this writer has "
                 f"{self.epoch}); this writer is fenced and writes nothing more"
             )
-        self._stamp = stamp
 
     def release(self) -> None:
         """Release the write lock (the epoch stays recorded)."""

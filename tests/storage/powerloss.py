@@ -153,12 +153,28 @@ class PowerLossFiles(FileOps):
         flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
         return self._open(path, flags, append=False)
 
+    def open_existing(self, path: PathLike) -> int:
+        self._step("open_existing")
+        return self._open(path, os.O_WRONLY, append=False)
+
+    def write_at(self, fd: int, data: bytes, offset: int) -> int:
+        self._step("write_at")
+        n = os.pwrite(fd, data, offset)
+        self._record_write(fd, data, n, offset)
+        return n
+
     def write(self, fd: int, data: bytes | memoryview) -> int:
         self._step("write")
         n = os.write(fd, data)
+        self._record_write(fd, data, n, None)
+        return n
+
+    def _record_write(self, fd: int, data: bytes | memoryview, n: int, offset: int | None) -> None:
         tracked = self._fds.get(fd)
         if tracked is not None:
             fid, pos = tracked
+            if offset is not None:
+                pos = offset
             f = self._files[fid]
             at = len(f.data) if pos is None else pos
             chunk = bytes(data[:n])
@@ -166,9 +182,8 @@ class PowerLossFiles(FileOps):
                 f.data.extend(bytes(at - len(f.data)))
             f.data[at : at + n] = chunk
             f.pending.append(("write", at, chunk))
-            if pos is not None:
+            if pos is not None and offset is None:
                 self._fds[fd] = (fid, pos + n)
-        return n
 
     def fsync(self, fd: int) -> None:
         self._step("fsync")  # no real fsync: durability is what the model says
