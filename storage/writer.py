@@ -94,7 +94,10 @@ class WriterFence:
 
     def check(self) -> None:
         """Raise StaleWriterError unless the recorded epoch is still this writer's (one small read)."""
-        recorded = read_epoch(self.directory)
+        try:
+            recorded = read_epoch(self.directory)
+        except OSError as e:
+            raise LogWriteError(self.epoch_path, "reading the writer epoch", e) from e
         if recorded != self.epoch:
             raise StaleWriterError(
                 f"log {self.directory} was opened by a newer writer (epoch {recorded}, this writer has "
