@@ -319,8 +319,8 @@ class PowerLossFiles(FileOps):
             if at > len(data):
                 data.extend(bytes(at - len(data)))
             data[at : at + len(chunk)] = chunk
-        if rng.random() < 0.2:
-            data.extend(bytes(rng.randrange(1, 64)))  # the size grew, the data never arrived
+        if len(f.data) > len(data) and rng.random() < 0.2:  # the size grew, the data never arrived
+            data.extend(bytes(rng.randrange(1, len(f.data) - len(data) + 1)))
         return bytes(data)
 
 
