@@ -60,7 +60,7 @@ class PartitionRuntime:
 
     def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
         cpu = time.thread_time()
-        root = self.root = StorageRoot(self.spec.storage_path, self.spec.num_partitions)
+        root = self.root = StorageRoot(self.spec.storage_path, self.spec.num_partitions, create=False)
         plog = root.open_partition(self.partition, sync=self.spec.fsync)
         coord = GroupCoordinator(self.spec.config, SystemClock(), plog)
         count = 0
