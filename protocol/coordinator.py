@@ -156,12 +156,12 @@ class GroupCoordinator:
             return False
         return key[0] != "heartbeat" or len(group.members) <= 1
 
+    def schedule_retention_check(self, delay_ms: int) -> None:
+        """Run the offset-retention check `delay_ms` from now, instead of when its interval ends."""
+        self.runtime.timers.schedule(_RETENTION_KEY, self.runtime.monotonic() + delay_ms, self._run_retention_check)
+
     def _schedule_retention_check(self) -> None:
-        self.runtime.timers.schedule(
-            _RETENTION_KEY,
-            self.runtime.monotonic() + self.config.offsets_retention_check_interval_ms,
-            self._run_retention_check,
-        )
+        self.schedule_retention_check(self.config.offsets_retention_check_interval_ms)
 
     def _run_retention_check(self) -> None:
         self._schedule_retention_check()

@@ -130,12 +130,17 @@ class GroupMember:
     # --- poll ----------------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int = 0) -> set[TopicPartition]:
-        """Drive the group: rejoin if needed (calling the listener), auto-commit, run commit callbacks."""
+        """Drive the group: rejoin if needed (calling the listener), auto-commit, run commit callbacks.
+
+        Returns by `timeout_ms` even during a rebalance, as Kafka's poll: a join or sync still in
+        flight is collected by the next poll.
+        """
         self._check_open()
         self._last_poll = time.monotonic()
+        deadline = self._last_poll + max(0, timeout_ms) / 1000
         self._run_commit_callbacks()
         if self._manual is None and self.membership.topics:
-            self.membership.ensure_active()
+            self.membership.ensure_active(deadline)
         if (
             self.enable_auto_commit
             and time.monotonic() - self._last_auto_commit >= self.auto_commit_interval_s

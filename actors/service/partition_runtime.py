@@ -3,7 +3,7 @@
 One event loop, no locks. The shard runs on the loop; the log's write+fsync runs in a worker
 thread, once for everything appended since the last one (group commit); responses are released
 when the shard says their records are durable. Timers wake the loop at the shard's next deadline
-(on the monotonic clock) and fire a bounded number per turn, so requests are served in between.
+(on the monotonic clock) and fire for a bounded time per turn, so requests are served in between.
 Every background loop runs under one LoopSupervisor. A failed write ends the process so that Ray
 restarts the actor from disk; a failed compaction is logged, counted and retried while serving goes on.
 """
@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 # Seconds between background compaction checks.
 COMPACTION_CHECK_INTERVAL_S = 60.0
 
-# Timers fired per turn of the timer loop before it yields to requests (a retention step is one timer).
-TIMERS_PER_TURN = 8
+# How long the timer loop fires due timers (a session expiry, a retention step of 1,000 offsets: each
+# one timer) before it yields to requests, as `batch` does.
+TIMER_TURN_S = 0.002
 
 _STORAGE_FAILURE_EXIT_CODE = 70
 _REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router why
@@ -192,7 +193,9 @@ class PartitionRuntime:
         """Fire a bounded batch of due timers, then yield; when none is due, sleep until the next deadline."""
         coord = self.coord
         assert coord is not None
-        more = coord.fire_timers(TIMERS_PER_TURN)
+        turn_ends = time.perf_counter() + TIMER_TURN_S
+        while (more := coord.fire_timers(1)) and time.perf_counter() < turn_ends:
+            pass
         self._kick_flush()
         if more:
             await asyncio.sleep(0)
