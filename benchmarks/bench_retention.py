@@ -22,12 +22,11 @@ from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 
 GROUP_OFFSETS = 1_000
-COMMIT_BATCH = 10_000
 SESSION_MS = 10_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of this benchmark."""
+    """Options of this benchmark: how many expired offsets, and how long the baseline runs."""
     common.add_common_arguments(parser)
     parser.add_argument("--offsets", type=common.ints, default=None, help="expired offsets to sweep (default 100k)")
     parser.add_argument("--baseline-s", type=float, default=None, help="seconds of heartbeats without a sweep")

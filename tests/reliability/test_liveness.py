@@ -7,32 +7,18 @@ PartitionActor class without Ray) over a real PartitionLog in a temporary direct
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from typing import Any
 
 import pytest
-from rel_shard import Shard
+from rel_shard import CONFIG, Shard
 
 from groupcoord.actors.service import PartitionActor
-from groupcoord.protocol import (
-    DeleteGroupsRequest,
-    DescribeGroupsRequest,
-    Errors,
-    GroupConfig,
-    GroupCoordinator,
-    HeartbeatRequest,
-    JoinGroupRequest,
-    LeaveGroupRequest,
-    ListGroupsRequest,
-    ManualClock,
-    MemoryLog,
-    OffsetAndMetadata,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    TopicPartition,
-)
+from groupcoord.protocol import Errors, GroupConfig, GroupCoordinator, ManualClock, MemoryLog
+from groupcoord.protocol import messages as msg
 from groupcoord.protocol.log import RecordBatchTooLarge
-from groupcoord.protocol.messages import MemberIdentity, OffsetDeleteRequest
+from groupcoord.protocol.values import OffsetAndMetadata, TopicPartition
 from groupcoord.storage.compaction import CLEANED_SUFFIX
 from groupcoord.storage.segment import segment_file_name
 
@@ -70,7 +56,7 @@ def test_a_timer_callback_that_raises_is_counted_and_sessions_still_expire():
     def broken() -> None:
         raise RuntimeError("a bug in one timer")
 
-    coord.runtime.timers.schedule(("heartbeat", "stable", "bogus"), coord.runtime.monotonic() + 1, broken)
+    coord.runtime.timers.schedule(("heartbeat", "stable", "bogus"), shard.clock.now_ms() + 1, broken)
     shard.clock.advance(shard.session_ms + 1)
     coord.tick()
     assert coord.timer_failures == 1
@@ -148,14 +134,15 @@ def test_a_failing_compaction_is_counted_and_retried_while_commits_are_served(tm
         os.makedirs(blocker)
         commits = []
         for i in range(20):
-            response = await actor.commit_offsets(OffsetCommitRequest("g", {tp: OffsetAndMetadata(i) for tp in tps}))
+            offsets = {tp: OffsetAndMetadata(i) for tp in tps}
+            response = await actor.commit_offsets(msg.OffsetCommitRequest("g", offsets))
             commits.append(set(response.errors.values()))
         await _until(lambda: rt.supervisor.failures["compaction"] >= 2, "compaction failed twice")
-        served = await actor.commit_offsets(OffsetCommitRequest("g", {tp: OffsetAndMetadata(99) for tp in tps}))
+        served = await actor.commit_offsets(msg.OffsetCommitRequest("g", {tp: OffsetAndMetadata(99) for tp in tps}))
         failures_while_blocked = rt.supervisor.failures["compaction"]
         os.rmdir(blocker)
         await _until(lambda: not rt.log.compaction_due(), "compaction succeeded once unblocked")
-        fetched = await actor.fetch_offsets(OffsetFetchRequest("g", list(tps)))
+        fetched = await actor.fetch_offsets(msg.OffsetFetchRequest("g", list(tps)))
         running = rt.supervisor.running()
         await actor.close()
         return commits, served, failures_while_blocked, fetched, running
@@ -190,16 +177,16 @@ def test_a_loop_that_cannot_go_on_fails_the_actor(tmp_path):
 
 def _refusal_cases(shard: Shard) -> list[tuple[str, Any, Any]]:
     """(api, request, what a refused answer carries) for every request type that writes records."""
-    opaque = [MemberIdentity(m) for m in _ids(shard, "opaque")]
+    opaque = [msg.MemberIdentity(m) for m in _ids(shard, "opaque")]
     return [
-        ("join_group", JoinGroupRequest("fresh", 10_000, 30_000, protocol_type="consumer",
+        ("join_group", msg.JoinGroupRequest("fresh", 10_000, 30_000, protocol_type="consumer",
                                         protocols=[("range", b"")], require_known_member_id=False),
          lambda r: r.error),
-        ("leave_group", LeaveGroupRequest("opaque", opaque), lambda r: r.error),
-        ("commit_offsets", OffsetCommitRequest("empty", {T0: OffsetAndMetadata(50)}),
+        ("leave_group", msg.LeaveGroupRequest("opaque", opaque), lambda r: r.error),
+        ("commit_offsets", msg.OffsetCommitRequest("empty", {T0: OffsetAndMetadata(50)}),
          lambda r: set(r.errors.values()).pop()),
-        ("delete_offsets", OffsetDeleteRequest("empty", [U0]), lambda r: r.error),
-        ("delete_groups", DeleteGroupsRequest(["empty"]), lambda r: r.results["empty"]),
+        ("delete_offsets", msg.OffsetDeleteRequest("empty", [U0]), lambda r: r.error),
+        ("delete_groups", msg.DeleteGroupsRequest(["empty"]), lambda r: r.results["empty"]),
     ]
 
 
@@ -208,10 +195,10 @@ def test_every_request_whose_records_are_refused_leaves_no_trace_and_later_reque
     shard = Shard(log=log)
     m0 = shard.ids["@m0"]
     reads = [
-        ("heartbeat", HeartbeatRequest("stable", 1, m0)),
-        ("fetch_offsets", OffsetFetchRequest("stable")),
-        ("list_groups", ListGroupsRequest()),
-        ("describe_groups", DescribeGroupsRequest(["stable", "empty"])),
+        ("heartbeat", msg.HeartbeatRequest("stable", 1, m0)),
+        ("fetch_offsets", msg.OffsetFetchRequest("stable")),
+        ("list_groups", msg.ListGroupsRequest()),
+        ("describe_groups", msg.DescribeGroupsRequest(["stable", "empty"])),
     ]
     for api, req, error_of in _refusal_cases(shard):
         before = shard.snapshot()
@@ -228,7 +215,7 @@ def test_every_request_whose_records_are_refused_leaves_no_trace_and_later_reque
         response, _ = shard.answer(api, req)
         assert error_of(response) in (Errors.NONE, Errors.MEMBER_ID_REQUIRED), (api, response)
     assert _state(shard, "empty") == "Dead" and _state(shard, "opaque") == "Empty"
-    again = shard.coord.commit_offsets(OffsetCommitRequest("empty", {T0: OffsetAndMetadata(3)})).result()
+    again = shard.coord.commit_offsets(msg.OffsetCommitRequest("empty", {T0: OffsetAndMetadata(3)})).result()
     assert set(again.errors.values()) == {Errors.NONE} and _state(shard, "empty") == "Empty"
 
 
@@ -237,8 +224,8 @@ def test_a_session_expiry_whose_record_is_refused_leaves_the_group_and_is_retrie
     shard = Shard(log=log)
     coord = shard.coord
     survivor = _ids(shard, "opaque")[0]
-    coord.leave_group(LeaveGroupRequest("opaque", [MemberIdentity(_ids(shard, "opaque")[1])]))
-    shard.answer("heartbeat", HeartbeatRequest("opaque", 1, survivor))  # the rebalance runs out
+    coord.leave_group(msg.LeaveGroupRequest("opaque", [msg.MemberIdentity(_ids(shard, "opaque")[1])]))
+    shard.answer("heartbeat", msg.HeartbeatRequest("opaque", 1, survivor))  # the rebalance runs out
     generation = coord.groups.groups["opaque"].generation_id
     before = (_state(shard, "opaque"), _ids(shard, "opaque"), generation)
     log.refusing = True
@@ -264,14 +251,14 @@ def test_offset_expiry_runs_in_bounded_steps_and_keeps_a_commit_made_between_ste
     coord, clock, log = _bare_shard()
     coord.retention.step_size = 1_000
     many = {TopicPartition("big", p): OffsetAndMetadata(p) for p in range(5_000)}
-    coord.commit_offsets(OffsetCommitRequest("bulk", many))
+    coord.commit_offsets(msg.OffsetCommitRequest("bulk", many))
     clock.advance(coord.config.offsets_retention_ms + coord.config.offsets_retention_check_interval_ms)
     start = len(log.records)
     assert coord.fire_timers(1)  # one step: more to do
     first_step = len(log.records) - start
     assert 0 < first_step <= 1_000
     late = TopicPartition("big", 4_999)
-    coord.commit_offsets(OffsetCommitRequest("bulk", {late: OffsetAndMetadata(7)}))
+    coord.commit_offsets(msg.OffsetCommitRequest("bulk", {late: OffsetAndMetadata(7)}))
     steps = 1
     while coord.fire_timers(1):
         steps += 1
@@ -283,7 +270,7 @@ def test_offset_expiry_runs_in_bounded_steps_and_keeps_a_commit_made_between_ste
 def test_session_expiry_fires_a_bounded_number_of_timers_per_turn():
     coord, clock, _ = _bare_shard()
     for i in range(30):
-        coord.join_group(JoinGroupRequest(f"pending-{i}", 10_000, 30_000, protocol_type="consumer",
+        coord.join_group(msg.JoinGroupRequest(f"pending-{i}", 10_000, 30_000, protocol_type="consumer",
                                           protocols=[("range", b"")]))
     clock.advance(10_000)
     assert coord.fire_timers(10)
@@ -301,7 +288,7 @@ def test_a_wall_clock_step_expires_no_session_early_or_late(step_ms):
     members = set(_ids(shard, "stable"))
     for m in members:
         instance = "inst-a" if m == shard.ids["@static"] else None
-        assert coord.heartbeat(HeartbeatRequest("stable", 1, m, instance)).result().error == Errors.NONE
+        assert coord.heartbeat(msg.HeartbeatRequest("stable", 1, m, instance)).result().error == Errors.NONE
     shard.clock.step_wall(step_ms)
     shard.clock.advance(shard.session_ms - 1)
     coord.tick()
@@ -310,7 +297,7 @@ def test_a_wall_clock_step_expires_no_session_early_or_late(step_ms):
     coord.tick()
     assert m0 not in _ids(shard, "stable")  # not late
     # What is recorded carries the wall clock.
-    coord.commit_offsets(OffsetCommitRequest("empty", {T0: OffsetAndMetadata(1)}))
+    coord.commit_offsets(msg.OffsetCommitRequest("empty", {T0: OffsetAndMetadata(1)}))
     assert shard.log.records[-1].value.commit_timestamp == shard.clock.now_ms()
 
 
@@ -318,19 +305,25 @@ def test_a_wall_clock_step_expires_no_session_early_or_late(step_ms):
 
 
 def _commit_with_retention(shard: Shard, group: str, tp: TopicPartition, **member: Any) -> None:
-    req = OffsetCommitRequest(group, {tp: OffsetAndMetadata(5)}, retention_time_ms=100, **member)
+    req = msg.OffsetCommitRequest(group, {tp: OffsetAndMetadata(5)}, retention_time_ms=100, **member)
     assert set(shard.coord.commit_offsets(req).result().errors.values()) == {Errors.NONE}
 
 
+def _expiry_shard() -> Shard:
+    """The prebuilt groups, with the retention check every millisecond."""
+    return Shard(dataclasses.replace(CONFIG, offsets_retention_check_interval_ms=1))
+
+
 def _run_expiry(shard: Shard, after_ms: int) -> None:
+    """Let `after_ms` pass; the retention check runs on its way."""
     shard.clock.advance(after_ms)
-    shard.coord.expire_offsets_now()
+    shard.coord.tick()
 
 
 def test_explicit_retention_expires_in_an_empty_consumer_group():
-    shard = Shard()
+    shard = _expiry_shard()
     ids = _ids(shard, "opaque")
-    shard.coord.leave_group(LeaveGroupRequest("opaque", [MemberIdentity(m) for m in ids]))
+    shard.coord.leave_group(msg.LeaveGroupRequest("opaque", [msg.MemberIdentity(m) for m in ids]))
     assert _state(shard, "opaque") == "Empty"
     _commit_with_retention(shard, "opaque", U0)
     _run_expiry(shard, 100)
@@ -338,7 +331,7 @@ def test_explicit_retention_expires_in_an_empty_consumer_group():
 
 
 def test_explicit_retention_expires_in_a_group_without_protocol_type():
-    shard = Shard()
+    shard = _expiry_shard()
     _commit_with_retention(shard, "empty", U0)
     _run_expiry(shard, 99)
     assert U0 in shard.coord.offsets.offsets_of("empty")
@@ -347,7 +340,7 @@ def test_explicit_retention_expires_in_a_group_without_protocol_type():
 
 
 def test_explicit_retention_expires_for_an_unsubscribed_topic_of_a_stable_consumer_group_only():
-    shard = Shard()
+    shard = _expiry_shard()
     m0 = shard.ids["@m0"]
     _commit_with_retention(shard, "stable", U0, generation_id=1, member_id=m0)  # "u": nobody subscribes
     _commit_with_retention(shard, "stable", T1, generation_id=1, member_id=m0)  # "t": subscribed
@@ -357,11 +350,11 @@ def test_explicit_retention_expires_for_an_unsubscribed_topic_of_a_stable_consum
 
 
 def test_explicit_retention_does_not_expire_where_kafka_expires_nothing():
-    shard = Shard()
+    shard = _expiry_shard()
     m0 = shard.ids["@m0"]
     _commit_with_retention(shard, "opaque", U0, generation_id=1, member_id=_ids(shard, "opaque")[0])
     # A Stable group whose subscriptions cannot be read, and a rebalancing consumer group.
-    shard.coord.join_group(JoinGroupRequest("stable", 10_000, 30_000, m0, protocol_type="consumer",
+    shard.coord.join_group(msg.JoinGroupRequest("stable", 10_000, 30_000, m0, protocol_type="consumer",
                                             protocols=[("range", b"x")]))
     assert _state(shard, "stable") == "PreparingRebalance"
     _commit_with_retention(shard, "stable", U0, generation_id=1, member_id=m0)
