@@ -169,9 +169,17 @@ class GroupCoordinator:
         self._run_retention_step()
 
     def _run_retention_step(self) -> None:
-        """One bounded step of the retention pass; the next one is a timer due at once, so the actor yields between."""
+        """One bounded step of the retention pass; the next is a timer due once this step's records are durable.
+
+        So the actor yields between steps, and a sweep never has more than one step of tombstones
+        waiting for the disk ahead of the requests that come in meanwhile.
+        """
         if self.retention.step():
-            self.runtime.timers.schedule(_RETENTION_STEP_KEY, self.runtime.monotonic(), self._run_retention_step)
+            self.runtime.when_durable(
+                lambda: self.runtime.timers.schedule(
+                    _RETENTION_STEP_KEY, self.runtime.monotonic(), self._run_retention_step
+                )
+            )
 
     def expire_offsets_now(self) -> None:
         """Run a whole offset-expiry pass at once (KIP-211), as the retention check does in steps."""

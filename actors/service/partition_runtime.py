@@ -161,10 +161,12 @@ class PartitionRuntime:
 
     def kick(self) -> None:
         """After the shard ran: flush what it appended, and wake the timer loop if it must run sooner."""
-        coord = self.coord
-        assert coord is not None
+        assert self.coord is not None
         self._kick_flush()
-        deadline = coord.next_deadline()
+        self._wake_for_timers()
+
+    def _wake_for_timers(self) -> None:
+        deadline = self.coord.next_deadline()  # type: ignore[union-attr]
         if deadline is not None and deadline < self._sleep_until:
             self._wake.set()
 
@@ -182,6 +184,7 @@ class PartitionRuntime:
             while coord.runtime.end_offset > coord.runtime.durable_offset:
                 durable = await self.loop.run_in_executor(None, self.log.flush)
                 coord.on_durable(durable)
+                self._wake_for_timers()  # what waited for durability may have armed a timer (a retention step)
         except Exception as e:
             self.fail(e)
         finally:
