@@ -27,6 +27,7 @@ class ShardStats:
     __slots__ = (
         "commit_requests",
         "completed_rebalances",
+        "expiry_write_failures",
         "group_deletions",
         "offset_commits",
         "offset_deletions",
@@ -34,6 +35,7 @@ class ShardStats:
         "rebalance_durations_ms",
         "rebalances",
         "session_expirations",
+        "timer_failures",
     )
 
     def __init__(self) -> None:
@@ -42,9 +44,11 @@ class ShardStats:
         self.rebalances = 0  # moves to PreparingRebalance: group-rebalance-count
         self.completed_rebalances = 0  # rebalances that reached Stable: group-completed-rebalance-count
         self.session_expirations = 0  # members removed because their session expired
-        self.offset_expirations = 0  # offsets removed by the retention check (KIP-211)
+        self.offset_expirations = 0  # offsets removed by the retention sweep (KIP-211)
         self.offset_deletions = 0  # offsets removed by OffsetDelete
-        self.group_deletions = 0  # groups removed by DeleteGroups or expiry
+        self.group_deletions = 0  # groups removed by DeleteGroups or by the retention sweep
+        self.expiry_write_failures = 0  # retention sweep steps whose tombstones the log refused (retried next pass)
+        self.timer_failures = 0  # timer callbacks that raised (logged; the other timers went on)
         self.rebalance_durations_ms: deque[int] = deque(maxlen=MAX_PENDING_DURATIONS)
 
     def take_rebalance_durations(self) -> list[int]:
@@ -87,7 +91,7 @@ def shard_gauges(coord: GroupCoordinator) -> ShardGauges:
     return ShardGauges(
         groups_by_state=dict(by_state),
         members=members,
-        offsets=coord.offsets.offset_count(),
+        offsets=coord.offsets.total_offsets(),
         timers=coord.runtime.timers.count_by_kind(),
         parked={"join_group": joins, "sync_group": syncs},
         awaiting_durability=coord.runtime.waiting(),

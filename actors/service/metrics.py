@@ -72,6 +72,10 @@ CATALOG: tuple[MetricSpec, ...] = (
     _counter("groupcoord_offset_expirations_total", "Offsets removed by the retention check: offset-expiration-count."),
     _counter("groupcoord_offset_deletions_total", "Offsets removed by OffsetDelete: offset-deletion-count."),
     _counter("groupcoord_group_deletions_total", "Groups removed by DeleteGroups or by offset expiry."),
+    _counter("groupcoord_offset_expiry_failures_total", "Retention sweep steps whose tombstones the log refused "
+             "(nothing removed; the next pass tries again)."),
+    _counter("groupcoord_timer_failures_total", "Timer callbacks (session expiry, join/sync completion, retention) "
+             "that failed; each is logged and the other timers go on."),
     _gauge("groupcoord_groups", "Groups by state: Kafka's NumGroups<State>.", ("partition", "state")),
     _gauge("groupcoord_members", "Members of the partition's classic groups."),
     _gauge("groupcoord_offsets", "Committed offsets held: Kafka's NumOffsets."),
@@ -92,6 +96,11 @@ CATALOG: tuple[MetricSpec, ...] = (
     _counter("groupcoord_compactions_total", "Compactions of the log that ran."),
     _histogram("groupcoord_compaction_duration_seconds", "Time of one compaction.", COMPACTION_BOUNDARIES),
     _counter("groupcoord_compaction_reclaimed_bytes_total", "Bytes of log freed by compaction."),
+    _counter("groupcoord_compaction_failures_total", "Compactions that failed; serving goes on and the compaction "
+             "is retried with a growing backoff."),
+    _counter("groupcoord_loop_errors_total", "Failed turns of the partition's supervised background loops, by loop "
+             "(timers, compaction, interval sync, metrics); each is logged and retried after a backoff.",
+             ("partition", "loop")),
     _gauge("groupcoord_load_seconds", "Time the partition took to load (replay) its log at its last start: "
            "Kafka's partition-load-time."),
     _gauge("groupcoord_loaded_records", "Records replayed at the partition's last start."),

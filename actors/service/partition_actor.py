@@ -63,7 +63,7 @@ class PartitionActor:
             partition, self.runtime, options, self._topic_end_offsets if namespace is not None else None
         )
         self.runtime.on_flushed = self.telemetry.flushed
-        self._telemetry_task = asyncio.get_running_loop().create_task(self.telemetry.run())
+        self.runtime.supervisor.start("metrics", self.telemetry.turn, options.interval_s)
         self._started = time.time()
 
     # --- the request path --------------------------------------------------------------------
@@ -153,6 +153,7 @@ class PartitionActor:
             "log_end_offset": coord.runtime.end_offset if coord is not None else None,
             "log_bytes": rt.log_bytes(),
             "last_compaction": self.telemetry.last_compaction(),
+            "loop_failures": rt.loop_failures(),
             "uptime_s": time.time() - self._started,
         }
 
@@ -177,8 +178,6 @@ class PartitionActor:
 
     async def close(self) -> None:
         """Stop serving and close the log; for an in-process PartitionActor (benchmarks, tests), not over Ray."""
-        self._telemetry_task.cancel()
-        await asyncio.gather(self._telemetry_task, return_exceptions=True)
         await self.runtime.close()
 
 

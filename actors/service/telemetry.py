@@ -1,10 +1,10 @@
 """What one partition actor reports about itself: request latencies, the shard's counters and gauges, its log, lag.
 
 The request path and the runtime's group commit call `request`/`requests` and `flushed` (cheap:
-one histogram observation each); everything else is read off the shard and the log by `run`, a
-loop that publishes every `interval_s` and computes consumer lag every `lag_interval_s`. With
-metrics off nothing is sent to Ray, but the loop still samples the commit count for
-`groupcoord status`. Requests answered with an error are logged, rate-limited.
+one histogram observation each); everything else is read off the shard, the log and the runtime's
+loop supervisor by `turn`, which the supervisor runs every `interval_s` (computing consumer lag
+every `lag_interval_s`). With metrics off nothing is sent to Ray, but the turn still samples the
+commit count for `groupcoord status`. Requests answered with an error are logged, rate-limited.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ _SHARD_COUNTERS = {
     "offset_expirations": "groupcoord_offset_expirations_total",
     "offset_deletions": "groupcoord_offset_deletions_total",
     "group_deletions": "groupcoord_group_deletions_total",
+    "expiry_write_failures": "groupcoord_offset_expiry_failures_total",
+    "timer_failures": "groupcoord_timer_failures_total",
 }
+# The supervised loop whose failed turns are failed compactions (see partition_runtime).
+COMPACTION_LOOP = "compaction"
 RATE_WINDOW_S = 60.0  # the commit rate `groupcoord status` shows is over about this long
 _END_OFFSETS_TIMEOUT_S = 10.0  # a router that does not answer delays the lag, never the other metrics
 _MAX_ID_IN_LOG = 256  # a group or member id longer than this is cut in log lines
@@ -51,7 +55,7 @@ class PartitionTelemetry:
         self.options = options
         self.metrics = RayMetrics(partition) if options.metrics and _ray_running() else None
         self._end_offsets = end_offsets  # async: topic -> {"end_offsets": {partition: offset}}
-        self._published: dict[str, int] = {}
+        self._published: dict[Any, int] = {}  # counter (name, or name and tags) -> total sent
         self._tags: dict[tuple[str, Errors], dict[str, str]] = {}
         self._latency = self.metrics["groupcoord_request_latency_seconds"] if self.metrics else None
         self.recording = self.metrics is not None  # set_recording turns it off and on at runtime
@@ -60,6 +64,7 @@ class PartitionTelemetry:
         self._lag_groups: set[str] = set()
         self._compactions_seen = 0
         self._load_published = False
+        self._next_lag = time.monotonic()
 
     def set_recording(self, on: bool) -> bool:
         """Record (and publish) metrics or not from now on; stays off where Ray metrics were never created."""
@@ -108,18 +113,15 @@ class PartitionTelemetry:
 
     # --- publishing --------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Publish every interval and compute lag every lag interval, for as long as the actor lives."""
-        next_lag = time.monotonic()
-        while True:
-            await asyncio.sleep(self.options.interval_s)
-            try:
-                self.publish()
-                if self.recording and self._end_offsets is not None and time.monotonic() >= next_lag:
-                    next_lag = time.monotonic() + self.options.lag_interval_s
-                    self.publish_lag(await asyncio.wait_for(self._end_offsets(), _END_OFFSETS_TIMEOUT_S))
-            except Exception:  # a metric must never take the partition down
-                log.exception("publishing metrics failed")
+    async def turn(self) -> None:
+        """Publish once, and the lag too once its interval has passed (the runtime's supervisor runs this repeatedly).
+
+        A failure goes to the supervisor, which logs and counts it (loop "metrics") and goes on.
+        """
+        self.publish()
+        if self.recording and self._end_offsets is not None and time.monotonic() >= self._next_lag:
+            self._next_lag = time.monotonic() + self.options.lag_interval_s
+            self.publish_lag(await asyncio.wait_for(self._end_offsets(), _END_OFFSETS_TIMEOUT_S))
 
     def publish(self) -> None:
         """Sample the commit count, and send the shard's counters and gauges and the log's to Ray."""
@@ -143,13 +145,15 @@ class PartitionTelemetry:
             durations.observe(ms / 1000)
         self._publish_gauges(coord.gauges())
         self._publish_log()
+        self._publish_loop_failures()
 
-    def _inc_to(self, name: str, total: int) -> None:
-        """Advance counter `name` to `total` (a cumulative count kept elsewhere)."""
-        delta = total - self._published.get(name, 0)
+    def _inc_to(self, name: str, total: int, tags: dict[str, str] | None = None) -> None:
+        """Advance counter `name` (with `tags`) to `total`, a cumulative count kept elsewhere."""
+        key = name if tags is None else (name, *sorted(tags.items()))
+        delta = total - self._published.get(key, 0)
         if delta > 0:
-            self.metrics[name].inc(delta)  # type: ignore[index]
-            self._published[name] = total
+            self.metrics[name].inc(delta, tags)  # type: ignore[index]
+            self._published[key] = total
 
     def _publish_gauges(self, gauges: Any) -> None:
         m = self.metrics
@@ -187,6 +191,13 @@ class PartitionTelemetry:
                 m["groupcoord_compaction_reclaimed_bytes_total"].inc(max(0, result.bytes_before - result.bytes_after))
             m["groupcoord_compactions_total"].inc(new)
             self._compactions_seen = plog.compaction_count
+
+    def _publish_loop_failures(self) -> None:
+        """Failed turns of the supervised background loops, by loop; the compaction loop's are failed compactions."""
+        supervisor = self.runtime.supervisor
+        for loop_name, total in list(supervisor.failures.items()):
+            self._inc_to("groupcoord_loop_errors_total", total, {"loop": loop_name})
+        self._inc_to("groupcoord_compaction_failures_total", supervisor.failures.get(COMPACTION_LOOP, 0))
 
     def publish_lag(self, topics: dict) -> None:
         """Set the lag gauges from the topics' end offsets; series of offsets gone since are set to NaN."""

@@ -41,6 +41,12 @@ def _compaction(c: dict | None, now: float) -> str | None:
     return f"{now - c['finished']:.0f}s ago, {c['seconds']:.2f}s, -{human_bytes(c['reclaimed_bytes'])}"
 
 
+def _failures(f: dict | None) -> str | None:
+    """Background failures so far, e.g. 'failures: compaction 2, timer callbacks 1'; None if there were none."""
+    named = [f"{name} {n}" for name, n in sorted((f or {}).items()) if n]
+    return f"failures: {', '.join(named)}" if named else None
+
+
 def _cell(v: Any) -> str:
     return "-" if v is None or v == "" else str(v)
 
@@ -88,7 +94,7 @@ class StatusView:
                 s.get("log_end_offset"), human_bytes(s.get("log_bytes")),
                 _compaction(s.get("last_compaction"), now),
                 None if s.get("load_ms") is None else f"{s['load_ms']:.0f}",
-                s.get("error") or s.get("last_failure"),
+                s.get("error") or s.get("last_failure") or _failures(s.get("loop_failures")),
             ]))
             for state, _ in STATES:
                 by_state_total[state] += by_state.get(state, 0)

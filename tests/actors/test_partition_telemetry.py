@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from types import SimpleNamespace
 
 from groupcoord.actors.service.metrics import BY_NAME
+from groupcoord.actors.service.partition_runtime import _compaction_is_fatal
 from groupcoord.actors.service.spec import Observability
+from groupcoord.actors.service.supervisor import LoopSupervisor
 from groupcoord.actors.service.telemetry import PartitionTelemetry
 from groupcoord.protocol import GroupConfig, ManualClock, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.messages import OffsetCommitRequest
 from groupcoord.storage import PartitionLog
+from groupcoord.storage.errors import CompactionError
 
 
 class Recorded:
@@ -32,10 +36,16 @@ class Recorded:
         self.observations.append((value, tags or {}))
 
 
+def _never_fails(error: BaseException) -> None:
+    raise AssertionError(f"the actor would fail: {error!r}")
+
+
 def telemetry_over(tmp_path, **log_options):
     plog = PartitionLog(tmp_path / "p0", sync="never", **log_options)
     coord = GroupCoordinator(GroupConfig(), ManualClock(0), plog)
-    runtime = SimpleNamespace(coord=coord, log=plog, load_ms=12.0, records_replayed=0, log_bytes=lambda: 4096)
+    supervisor = LoopSupervisor(0, fail=_never_fails)
+    runtime = SimpleNamespace(coord=coord, log=plog, load_ms=12.0, records_replayed=0, log_bytes=lambda: 4096,
+                              supervisor=supervisor)
     telemetry = PartitionTelemetry(0, runtime, Observability(metrics=False))
     recorded = {name: Recorded(spec.kind) for name, spec in BY_NAME.items()}
     telemetry.metrics = recorded  # what RayMetrics would be inside a Ray worker
@@ -109,3 +119,42 @@ def test_lag_series_that_disappear_are_set_to_nan(tmp_path):
     telemetry.publish_lag({})  # the topic's end offsets are gone
     lag = value(recorded, "groupcoord_consumer_lag", group="g", topic="t", partition="0")
     assert lag != lag  # NaN
+
+
+def test_background_failures_are_counted_by_loop_and_timer_failures_once(tmp_path):
+    telemetry, coord, _, recorded = telemetry_over(tmp_path)
+
+    def broken_timer() -> None:
+        raise RuntimeError("a bug in one timer")
+
+    coord.runtime.timers.schedule(("heartbeat", "g", "m"), coord.runtime.monotonic(), broken_timer)
+    coord.tick()
+
+    def failing(times: int, error: Exception):
+        left = {"n": times}
+
+        async def turn() -> None:
+            if left["n"] > 0:
+                left["n"] -= 1
+                raise error
+            await asyncio.Event().wait()  # then healthy: one long turn until close()
+
+        return turn
+
+    async def loops() -> None:
+        supervisor = telemetry.runtime.supervisor
+        supervisor.backoff_s = 0.001
+        supervisor.start("compaction", failing(2, CompactionError("disk full", False)), fatal=_compaction_is_fatal)
+        supervisor.start("interval sync", failing(1, OSError("EIO")))
+        while sum(supervisor.failures.values()) < 3:
+            await asyncio.sleep(0.001)
+        await supervisor.close()
+
+    asyncio.run(loops())
+    telemetry.publish()
+    telemetry.publish()
+    assert coord.stats.timer_failures == coord.timer_failures == 1
+    assert value(recorded, "groupcoord_timer_failures_total") == 1
+    assert value(recorded, "groupcoord_loop_errors_total", loop="compaction") == 2
+    assert value(recorded, "groupcoord_loop_errors_total", loop="interval sync") == 1
+    assert value(recorded, "groupcoord_compaction_failures_total") == 2

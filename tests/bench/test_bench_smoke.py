@@ -24,6 +24,7 @@ from benchmarks import (  # noqa: E402
     bench_metrics,
     bench_rebalance,
     bench_recovery,
+    bench_retention,
     bench_scale,
     common,
 )
@@ -120,3 +121,12 @@ def test_metrics(ray_local, tmp_path):
         assert m["errors"] == 0 and m["wrong_after_fetch"] == 0
         assert m["off"]["median"] > 0 and m["on"]["median"] > 0 and m["ratio"]["n"] == r["sizes"]["trials"]
         assert m["cpu_us_per_request"]["on"]["median"] > 0 and m["cpu_ratio"]["n"] == r["sizes"]["trials"]
+
+
+def test_retention(tmp_path):
+    r = tiny(bench_retention, tmp_path)
+    phases = r["phases"]
+    assert set(phases) == {"no sweep", "bounded sweep", "one-turn sweep"}
+    assert all(p["count"]["median"] >= 1 for p in phases.values())
+    n = r["sizes"]["offsets"]
+    assert phases["bounded sweep"]["expired"]["median"] == phases["one-turn sweep"]["expired"]["median"] == n

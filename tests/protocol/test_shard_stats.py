@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shard_context import GROUP, INITIAL_DELAY_MS, SESSION_MS, HeldLog, ShardContext
+from test_log_refusal import RefusingLog
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import DeleteGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest
@@ -83,6 +84,23 @@ def test_expirations_and_deletions_are_counted():
     ctx.advance(1500)
     stats = ctx.coord.stats
     assert (stats.offset_deletions, stats.offset_expirations, stats.group_deletions) == (1, 3, 2)
+
+
+def test_what_the_log_refused_is_counted_as_a_failure_not_as_removed():
+    log = RefusingLog()
+    ctx = ShardContext(log=log, offsets_retention_ms=1000, offsets_retention_check_interval_ms=500)
+    commit(ctx, "old", {TopicPartition("t", p): 1 for p in range(3)})
+    commit(ctx, "empty", {TopicPartition("t", 0): 1})
+    log.refusing = True
+    refused = ctx.coord.delete_groups(DeleteGroupsRequest(["empty"])).result()
+    assert refused.results == {"empty": Errors.UNKNOWN_SERVER_ERROR}
+    ctx.advance(1500)  # retention passes find 4 expired offsets; the log refuses their tombstones
+    stats = ctx.coord.stats
+    failed = stats.expiry_write_failures
+    assert failed >= 1 and (stats.offset_expirations, stats.group_deletions) == (0, 0)
+    log.refusing = False
+    ctx.advance(500)  # the next pass removes them, counted once
+    assert (stats.offset_expirations, stats.group_deletions, stats.expiry_write_failures) == (4, 2, failed)
 
 
 def test_consumer_lag_is_end_offset_minus_committed_where_the_end_is_known():
