@@ -19,6 +19,7 @@ from groupcoord.protocol import Errors, GroupConfig, GroupCoordinator, ManualClo
 from groupcoord.protocol import messages as msg
 from groupcoord.protocol.log import RecordBatchTooLarge
 from groupcoord.protocol.values import OffsetAndMetadata, TopicPartition
+from groupcoord.storage import StorageRoot
 from groupcoord.storage.compaction import CLEANED_SUFFIX
 from groupcoord.storage.segment import segment_file_name
 
@@ -66,6 +67,7 @@ def test_a_timer_callback_that_raises_is_counted_and_sessions_still_expire():
 
 
 async def _local_actor(path: Any, **runtime: Any) -> PartitionActor:
+    StorageRoot(path, 1)  # as start() does: a partition only opens an existing root
     actor = PartitionActor(0, 1, str(path))
     for name, value in runtime.items():
         setattr(actor.runtime, name, value)
