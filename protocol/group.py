@@ -120,6 +120,7 @@ class ClassicGroup:
         self.pending_sync_members: set[str] = set()
         self.num_awaiting_join = 0
         self.new_member_added = False
+        self.rebalance_started_ms: int | None = None  # when the current rebalance began (in memory only)
         self._protocol_counts: Counter[str] = Counter()
 
     # --- state ---------------------------------------------------------------------------
