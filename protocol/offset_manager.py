@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from .config import GroupConfig
+from .consumer_group_manager import ConsumerGroupManager
 from .deferred import Deferred
 from .errors import Errors
 from .expiration import expired_partitions
@@ -53,10 +54,17 @@ def _tombstone(group_id: str, tp: TopicPartition) -> Record:
 class OffsetMetadataManager:
     """Owns the committed offsets of one shard's groups and the requests that read or change them."""
 
-    def __init__(self, runtime: ShardRuntime, groups: GroupMetadataManager, config: GroupConfig) -> None:
+    def __init__(
+        self,
+        runtime: ShardRuntime,
+        groups: GroupMetadataManager,
+        config: GroupConfig,
+        consumer: ConsumerGroupManager | None = None,
+    ) -> None:
         self.rt = runtime
         self.groups = groups
         self.config = config
+        self.consumer = consumer if consumer is not None else ConsumerGroupManager(runtime, config, groups)
         self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self._topics: dict[str, str] = {}
 
@@ -83,7 +91,7 @@ class OffsetMetadataManager:
                 if not offsets:
                     del self._offsets[group_id]
             return
-        if group_id not in self.groups.groups:
+        if group_id not in self.groups.groups and group_id not in self.consumer.groups:
             self.groups.create_simple_group(group_id)
         offsets = self._offsets.get(group_id)
         if offsets is None:
@@ -98,7 +106,11 @@ class OffsetMetadataManager:
         """Validate the committer against the group, then write one record per partition."""
         partitions = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in req.offsets]
         group = self.groups.get_group(req.group_id)
-        error = self._validate_commit(group, req)
+        consumer_group = self.consumer.get(req.group_id)
+        if consumer_group is not None:
+            error = self.consumer.commit_error(consumer_group, req)
+        else:
+            error = self._validate_commit(group, req)
         if error != Errors.NONE:
             return self.rt.respond(OffsetCommitResponse({tp: error for tp in partitions}))
         if group is not None and group.in_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
@@ -157,8 +169,8 @@ class OffsetMetadataManager:
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """Committed offsets of some or all partitions, answered once every earlier write is durable."""
-        group = self.groups.get_group(req.group_id)
-        committed = self._offsets.get(req.group_id, {}) if group is not None else {}
+        known = self.groups.get_group(req.group_id) is not None or req.group_id in self.consumer.groups
+        committed = self._offsets.get(req.group_id, {}) if known else {}
         if req.partitions is None:
             offsets = {tp: _fetched(v) for tp, v in committed.items()}
         else:
@@ -176,11 +188,16 @@ class OffsetMetadataManager:
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """Delete offsets of partitions whose topics the group does not consume (KIP-496)."""
         group = self.groups.get_group(req.group_id)
-        if group is None or group.in_state(GroupState.DEAD):
+        consumer_group = self.consumer.get(req.group_id)
+        subscribed: set[str] | None
+        if consumer_group is not None:
+            subscribed = self.consumer.subscribed(consumer_group)
+        elif group is None or group.in_state(GroupState.DEAD):
             return self.rt.respond(OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND, {}))
-        if not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        elif not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return self.rt.respond(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP, {}))
-        subscribed = self._subscribed(group)
+        else:
+            subscribed = self._subscribed(group)
         committed = self._offsets.get(req.group_id, {})
         errors: dict[TopicPartition, Errors] = {}
         records: dict[TopicPartition, Record] = {}
@@ -214,7 +231,14 @@ class OffsetMetadataManager:
             if group_id in results:
                 continue
             group = self.groups.get_group(group_id)
-            if group is None or group.in_state(GroupState.DEAD):
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                if self.consumer.can_delete(consumer_group):
+                    records.extend(self._delete_consumer_group_records(group_id))
+                    results[group_id] = Errors.NONE
+                else:
+                    results[group_id] = Errors.NON_EMPTY_GROUP
+            elif group is None or group.in_state(GroupState.DEAD):
                 results[group_id] = Errors.GROUP_ID_NOT_FOUND
             elif not group.in_state(GroupState.EMPTY):
                 results[group_id] = Errors.NON_EMPTY_GROUP
@@ -229,6 +253,12 @@ class OffsetMetadataManager:
         self.groups.mark_dead(group)
         records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
         records.append(self.groups.group_tombstone(group.group_id))
+        return records
+
+    def _delete_consumer_group_records(self, group_id: str) -> list[Record]:
+        """The tombstones of all offsets of an empty consumer group, then of the group's own records."""
+        records = [_tombstone(group_id, tp) for tp in self._offsets.get(group_id, {})]
+        records.extend(self.consumer.delete_records(self.consumer.groups[group_id]))
         return records
 
     # --- expiry ----------------------------------------------------------------------------
@@ -252,6 +282,18 @@ class OffsetMetadataManager:
                 deleted += 1
             else:
                 records.extend(_tombstone(group.group_id, tp) for tp in expired)
+        for cgroup in list(self.consumer.groups.values()):
+            # Kafka's consumer groups: offsets of unsubscribed topics expire from their commit time.
+            committed = self._offsets.get(cgroup.group_id, {})
+            subscribed = self.consumer.subscribed(cgroup)
+            cutoff = now - retention
+            expired = [tp for tp, v in committed.items() if tp.topic not in subscribed and v.commit_timestamp <= cutoff]
+            expired_count += len(expired)
+            if cgroup.is_empty() and len(expired) == len(committed):
+                records.extend(self._delete_consumer_group_records(cgroup.group_id))
+                deleted += 1
+            else:
+                records.extend(_tombstone(cgroup.group_id, tp) for tp in expired)
         if records:
             log.info("offset expiry removed %d offsets and %d empty groups", expired_count, deleted)
             self.rt.append(records)
