@@ -138,8 +138,9 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
 
     def _member_for(
         self, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest, records: list[Record]
-    ) -> ConsumerGroupMember:
-        """The member the heartbeat is from: existing (epoch checked), new, or a static member's new incarnation."""
+    ) -> tuple[ConsumerGroupMember, str]:
+        """The member the heartbeat is from: existing (epoch checked), new, or a static member's new incarnation;
+        and the id its target assignment is kept under (the departed incarnation's, for a new one)."""
         member_id = req.member_id
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         if req.instance_id is None:
@@ -150,14 +151,14 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                         Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
                     )
                 log.info("group %s: member %s joins", group.group_id, member_id)
-                return ConsumerGroupMember(member_id)
+                return ConsumerGroupMember(member_id), member_id
             _check_epoch(member, req)
-            return member
+            return member, member_id
         existing = group.static_member(req.instance_id)
         if joining:
             if existing is None:
                 log.info("group %s: static member %s (%s) joins", group.group_id, member_id, req.instance_id)
-                return ConsumerGroupMember(member_id, instance_id=req.instance_id)
+                return ConsumerGroupMember(member_id, instance_id=req.instance_id), member_id
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise HeartbeatError(
                     Errors.UNRELEASED_INSTANCE_ID,
@@ -170,10 +171,10 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             records.append(subscription_record(group.group_id, new))
             records.append(target_member_record(group.group_id, member_id, group.target_of(existing.member_id)))
             records.append(current_assignment_record(group.group_id, new))
-            return new
+            return new, existing.member_id
         _check_static(existing, req)
         _check_epoch(existing, req)  # type: ignore[arg-type]
-        return existing  # type: ignore[return-value]
+        return existing, existing.member_id  # type: ignore[return-value, union-attr]
 
     # --- heartbeat -------------------------------------------------------------------------------
 
@@ -191,7 +192,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         if req.member_id == "":
             req = dataclasses.replace(req, member_id=str(uuid.uuid4()))
         replacing = len(records)
-        member = self._member_for(group, req, records)
+        member, target_id = self._member_for(group, req, records)
         group_id = group.group_id
         # New to the group (a static member's new incarnation is not: _member_for wrote its records).
         new = member.member_id not in group.members and len(records) == replacing
@@ -221,10 +222,10 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
 
         # 2. The target assignment, if the group epoch moved past it.
         if group_epoch > group.assignment_epoch:
-            target = self._new_target(group, group_epoch, updated, metadata, records)
+            target = self._new_target(group, group_epoch, updated, target_id, metadata, records)
             target_epoch = group_epoch
         else:
-            target = group.target_of(updated.member_id)
+            target = group.target_of(target_id)
             target_epoch = group.assignment_epoch
 
         # 3. One step of reconciliation.
@@ -279,14 +280,18 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         group: ConsumerGroup,
         epoch: int,
         updated: ConsumerGroupMember,
+        target_id: str,
         metadata: dict[str, int],
         records: list[Record],
     ) -> Any:
         """Kafka's TargetAssignmentBuilder: run the group's assignor, write the members whose target changed."""
         members = dict(group.members)
+        members.pop(target_id, None)  # a static member's departed incarnation, replaced by `updated`
         members[updated.member_id] = updated
+        previous = dict(group.target_assignment)
+        previous[updated.member_id] = group.target_of(target_id)
         specs = {
-            mid: MemberSpec(self._topics_of(m, metadata), m.instance_id, group.target_of(mid))
+            mid: MemberSpec(self._topics_of(m, metadata), m.instance_id, previous.get(mid, {}))
             for mid, m in members.items()
         }
         name = preferred_assignor(members.values(), self.config.consumer_assignors[0])

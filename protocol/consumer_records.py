@@ -145,7 +145,7 @@ def _assignment_from(obj: list) -> StoredAssignment:
 
 def _value_obj(value: Any) -> list:
     if type(value) is ConsumerGroupPartitionMetadataValue:
-        return [[t, n] for t, n in value.topics]
+        return [[[t, n] for t, n in value.topics]]
     if type(value) is ConsumerGroupMemberMetadataValue:
         return [*value[:4], list(value.subscribed_topic_names), *value[5:]]
     if type(value) is ConsumerGroupTargetAssignmentMemberValue:
@@ -158,7 +158,7 @@ def _value_obj(value: Any) -> list:
 _VALUE_FROM: dict[int, Any] = {
     CONSUMER_GROUP_METADATA_KEY_TYPE: lambda v: ConsumerGroupMetadataValue(*v),
     CONSUMER_GROUP_PARTITION_METADATA_KEY_TYPE: lambda v: ConsumerGroupPartitionMetadataValue(
-        tuple((t, n) for t, n in v)
+        tuple((t, n) for t, n in v[0])
     ),
     CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE: lambda v: ConsumerGroupMemberMetadataValue(*v[:4], tuple(v[4]), *v[5:8]),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE: lambda v: ConsumerGroupTargetAssignmentMetadataValue(*v),
