@@ -21,6 +21,7 @@ BENCHMARKS = {
     "recovery": "benchmarks.bench_recovery",
     "memory": "benchmarks.bench_memory",
     "scale": "benchmarks.bench_scale",
+    "kip848": "benchmarks.bench_kip848",
 }
 # Runnable by name too, but not part of `all` (their own options and sizes).
 OTHERS = {"storage": "benchmarks.bench_storage", "spark": "benchmarks.bench_spark"}
