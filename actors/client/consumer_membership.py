@@ -31,17 +31,10 @@ from .membership import RebalanceListener
 log = logging.getLogger(__name__)
 
 # Errors after which the member cannot go on (Kafka's consumer raises them from poll()).
-_FATAL = frozenset(
-    {
-        Errors.GROUP_MAX_SIZE_REACHED,
-        Errors.UNSUPPORTED_ASSIGNOR,
-        Errors.UNRELEASED_INSTANCE_ID,
-        Errors.FENCED_INSTANCE_ID,
-        Errors.INVALID_REQUEST,
-        Errors.GROUP_ID_NOT_FOUND,
-        Errors.GROUP_AUTHORIZATION_FAILED,
-    }
-)
+_FATAL = frozenset(Errors[name] for name in (
+    "GROUP_MAX_SIZE_REACHED", "UNSUPPORTED_ASSIGNOR", "UNRELEASED_INSTANCE_ID", "FENCED_INSTANCE_ID",
+    "INVALID_REQUEST", "GROUP_ID_NOT_FOUND", "GROUP_AUTHORIZATION_FAILED",
+))  # fmt: skip
 
 
 class ConsumerMembership:

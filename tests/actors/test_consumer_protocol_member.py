@@ -31,14 +31,6 @@ def svc(ray_local, tmp_path_factory):
         yield service
 
 
-@pytest.fixture
-def members():
-    started: list[PollingMember] = []
-    yield started
-    for m in started:
-        m.close()
-
-
 def consumer(svc, group: str, name: str, **options) -> PollingMember:
     return PollingMember(svc, group, name, group_protocol="consumer", **options)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shard_context import advance
+
 from groupcoord.protocol import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -59,12 +61,7 @@ class ConsumerContext:
 
     def advance(self, ms: int) -> None:
         """Move the clock, stopping at every timer's deadline on the way."""
-        target = self.clock.now_ms() + ms
-        while (deadline := self.coord.next_deadline()) is not None and deadline <= target:
-            self.clock.advance(max(deadline - self.clock.now_ms(), 0))
-            self.coord.tick()
-        self.clock.advance(target - self.clock.now_ms())
-        self.coord.tick()
+        advance(self.coord, self.clock, ms)
 
     def send(self, group_id: str = GROUP, **kw) -> ConsumerGroupHeartbeatResponse:
         """One heartbeat request; its (completed) response."""

@@ -12,66 +12,49 @@ from groupcoord.protocol import (
     GroupCoordinator,
     ManualClock,
     OffsetCommitRequest,
+    records,
 )
-from groupcoord.protocol.consumer_records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-)
-from groupcoord.protocol.records import (
-    Record,
-    RecordFormatError,
-    decode_batch,
-    decode_record,
-    encode_batch,
-    encode_record,
-)
+from groupcoord.protocol import consumer_records as cr
 from groupcoord.protocol.values import OffsetAndMetadata, TopicPartition
 from groupcoord.storage.partition_log import PartitionLog
 
 RECORDS = [
-    Record(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7)),
-    Record(ConsumerGroupPartitionMetadataKey("g"), ConsumerGroupPartitionMetadataValue((("t", 6), ("u", 1)))),
-    Record(
-        ConsumerGroupMemberMetadataKey("g", "m"),
-        ConsumerGroupMemberMetadataValue("i", "rack", "client", "/1.2.3.4", ("t", "u"), "x.*", "range", 30000),
+    records.Record(cr.ConsumerGroupMetadataKey("g"), cr.ConsumerGroupMetadataValue(7)),
+    records.Record(
+        cr.ConsumerGroupPartitionMetadataKey("g"), cr.ConsumerGroupPartitionMetadataValue((("t", 6), ("u", 1)))
     ),
-    Record(ConsumerGroupTargetAssignmentMetadataKey("g"), ConsumerGroupTargetAssignmentMetadataValue(7)),
-    Record(
-        ConsumerGroupTargetAssignmentMemberKey("g", "m"), ConsumerGroupTargetAssignmentMemberValue((("t", (0, 2)),))
+    records.Record(
+        cr.ConsumerGroupMemberMetadataKey("g", "m"),
+        cr.ConsumerGroupMemberMetadataValue("i", "rack", "client", "/1.2.3.4", ("t", "u"), "x.*", "range", 30000),
     ),
-    Record(
-        ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
-        ConsumerGroupCurrentMemberAssignmentValue(7, 6, 1, (("t", (0,)),), (("u", (0,)),)),
+    records.Record(cr.ConsumerGroupTargetAssignmentMetadataKey("g"), cr.ConsumerGroupTargetAssignmentMetadataValue(7)),
+    records.Record(
+        cr.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
+        cr.ConsumerGroupTargetAssignmentMemberValue((("t", (0, 2)),)),
+    ),
+    records.Record(
+        cr.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+        cr.ConsumerGroupCurrentMemberAssignmentValue(7, 6, 1, (("t", (0,)),), (("u", (0,)),)),
     ),
 ]
 
 
-@pytest.mark.parametrize("record", RECORDS + [Record(r.key, None) for r in RECORDS], ids=repr)
+@pytest.mark.parametrize("record", RECORDS + [records.Record(r.key, None) for r in RECORDS], ids=repr)
 def test_each_record_and_its_tombstone_round_trip(record):
-    assert decode_record(encode_record(record)) == record
-    assert type(decode_record(encode_record(record)).key) is type(record.key)
+    assert records.decode_record(records.encode_record(record)) == record
+    assert type(records.decode_record(records.encode_record(record)).key) is type(record.key)
 
 
 def test_a_batch_of_consumer_records_round_trips():
-    assert decode_batch(encode_batch(RECORDS)) == RECORDS
+    assert records.decode_batch(records.encode_batch(RECORDS)) == RECORDS
 
 
 def test_an_unknown_value_version_is_a_clear_error():
     import msgpack
 
     bad = msgpack.packb([3, "g", [9, 1]])
-    with pytest.raises(RecordFormatError, match="ConsumerGroupMetadataKey value version 9"):
-        decode_record(bad)
+    with pytest.raises(records.RecordFormatError, match="ConsumerGroupMetadataKey value version 9"):
+        records.decode_record(bad)
 
 
 def _flush(ctx: ConsumerContext) -> None:
