@@ -268,12 +268,15 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             m for mid, m in group.members.items() if mid != removed and (updated is None or mid != updated.member_id)
         ]
         members = others + ([updated] if updated is not None else [])
+        # A topic the group knew but the shard has not heard of (yet: say, after a restart whose topic
+        # metadata has not come) keeps its count; topics are never deleted, so it cannot be gone.
+        known = {**group.subscription_metadata, **self.topics}
         topics: set[str] = set()
         for m in members:
             topics.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex is not None:
-                topics.update(resolve_regex(m.subscribed_topic_regex, self.topics))
-        return {t: self.topics[t] for t in sorted(topics) if t in self.topics}
+                topics.update(resolve_regex(m.subscribed_topic_regex, known))
+        return {t: known[t] for t in sorted(topics) if t in known}
 
     def _new_target(
         self,

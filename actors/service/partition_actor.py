@@ -34,7 +34,7 @@ _TOPIC_REFRESH_S = 1.0
 
 
 def _group_ids_of(api: str, req: Any) -> list[str]:
-    if api in ("describe_groups", "delete_groups"):
+    if api in ("describe_groups", "delete_groups", "consumer_group_describe"):
         ids = getattr(req, "group_ids", ())
         return [g for g in ids if isinstance(g, str)] if isinstance(ids, (list, tuple)) else []
     if api == "list_groups":
@@ -172,7 +172,7 @@ class PartitionActor:
             "load_ms": rt.load_ms,
             "load_cpu_ms": rt.load_cpu_ms,
             "records_replayed": rt.records_replayed,
-            "groups": len(coord.groups.groups) if coord is not None else 0,
+            "groups": len(coord.groups.groups) + len(coord.consumer.groups) if coord is not None else 0,
             "log_end_offset": coord.runtime.end_offset if coord is not None else None,
             "log_bytes": rt.log_bytes(),
             "uptime_s": time.time() - self._started,

@@ -115,3 +115,15 @@ def test_state_survives_a_restart_mid_reconciliation_and_timers_are_rearmed():
     # After the restart every member must heartbeat again within its session.
     fresh.advance(46_000)
     assert fresh.group().members == {}
+
+
+def test_a_restarted_shard_that_has_not_heard_of_the_topics_yet_keeps_the_assignment():
+    ctx = ConsumerContext()
+    a, b = ctx.join("a"), ctx.join("b")
+    ctx.settle([a, b])
+    fresh = ctx.restart()
+    fresh.coord.consumer.topics.clear()  # the service has not told the restarted shard the topics yet
+    epoch = fresh.describe().group_epoch
+    for c in (a, b):
+        fresh.heartbeat(c)
+    assert fresh.describe().group_epoch == epoch and owners([a, b]).keys() == tps("t", *range(6))
