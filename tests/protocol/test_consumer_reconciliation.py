@@ -127,3 +127,16 @@ def test_a_restarted_shard_that_has_not_heard_of_the_topics_yet_keeps_the_assign
     for c in (a, b):
         fresh.heartbeat(c)
     assert fresh.describe().group_epoch == epoch and owners([a, b]).keys() == tps("t", *range(6))
+
+
+def test_acknowledging_the_revocation_in_time_cancels_the_rebalance_timeout():
+    ctx = ConsumerContext(consumer_session_timeout_ms=45_000)
+    a = ctx.join("a", rebalance_timeout_ms=5_000)
+    b = ctx.join("b")
+    ctx.heartbeat(a)  # asked to revoke
+    assert ("consumer-rebalance", "cg", "a") in ctx.coord.runtime.timers
+    ctx.heartbeat(a)  # revoked: acknowledged
+    assert ("consumer-rebalance", "cg", "a") not in ctx.coord.runtime.timers
+    ctx.advance(6_000)
+    ctx.heartbeat(b)
+    assert set(ctx.group().members) == {"a", "b"} and owners([a, b]).keys() == tps("t", *range(6))
