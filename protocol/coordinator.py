@@ -166,12 +166,14 @@ class GroupCoordinator:
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """LeaveGroup (API key 13), by member id and/or instance id; on a consumer group every member is unknown."""
-        if isinstance(req, LeaveGroupRequest) and self.consumer.get(req.group_id) is not None:
-            unknown = Errors.UNKNOWN_MEMBER_ID
-            members = [LeaveMemberResponse(m.member_id, m.group_instance_id, unknown) for m in req.members]
-            response = LeaveGroupResponse(Errors.NONE, members)
-            return self._handle("leave_group", req, lambda r: self.runtime.respond(response))
-        return self._handle("leave_group", req, self.groups.leave_group)
+        return self._handle("leave_group", req, self._classic_leave)
+
+    def _classic_leave(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
+        if self.consumer.get(req.group_id) is None:
+            return self.groups.leave_group(req)
+        unknown = Errors.UNKNOWN_MEMBER_ID
+        members = [LeaveMemberResponse(m.member_id, m.group_instance_id, unknown) for m in req.members]
+        return self.runtime.respond(LeaveGroupResponse(Errors.NONE, members))
 
     def _classic(self, handler: Callable[[Any], Deferred[T]], api: str) -> Callable[[Any], Deferred[T]]:
         """`handler`, or UNKNOWN_MEMBER_ID when the request names a consumer group (as Kafka answers a
