@@ -152,7 +152,7 @@ class ClassicGroupSim:
     def change(self, kind: str) -> Outcome:
         """A member joins or leaves a Stable group; heartbeats at random phases until the group settles."""
         stops, self.cpu[0] = Stops(), 0.0
-        t0 = self.clock.now_ms()
+        t0 = self.clock.monotonic_ms()
         heap = [(t0 + self.rng.uniform(1, self.interval), m) for m in self.owned]
         heapq.heapify(heap)
         if kind == "join":
@@ -166,7 +166,7 @@ class ClassicGroupSim:
         rounds, t = 0, t0
         while True:
             t, member = heapq.heappop(heap)
-            self.clock.advance(int(t) - self.clock.now_ms())
+            self.clock.advance(int(t) - self.clock.monotonic_ms())
             heapq.heappush(heap, (t + self.interval, member))
             if any(key == member for key in self.pending):
                 continue
@@ -238,7 +238,7 @@ class ConsumerGroupSim:
     def change(self, kind: str) -> Outcome:
         """A member joins or leaves; every member heartbeats at its phase until all are reconciled."""
         stops, self.cpu[0] = Stops(), 0.0
-        t0 = self.clock.now_ms()
+        t0 = self.clock.monotonic_ms()
         group = self.coord.consumer.groups[GROUP]
         heap = [(t0 + self.rng.uniform(1, self.interval), m) for m in self.owned]
         if kind == "join":
@@ -258,7 +258,7 @@ class ConsumerGroupSim:
         handled = 0
         while True:
             t, member = heapq.heappop(heap)
-            self.clock.advance(int(t) - self.clock.now_ms())
+            self.clock.advance(int(t) - self.clock.monotonic_ms())
             heapq.heappush(heap, (t + self.interval, member))
             if self._heartbeat(member, stops, t):
                 self._heartbeat(member, stops, t)  # the revocation is done: acknowledge it at once

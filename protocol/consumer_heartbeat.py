@@ -5,16 +5,17 @@ epoch if the subscribed topics changed; (2) if the group epoch is ahead of the t
 assignment, compute a new target with the group's server assignor; (3) move the member one step
 towards its target (reconciliation revokes before it assigns). All of it is decided first and
 written as one batch of records, which the shard then replays; the response waits until they
-are durable. Sessions and revocations are bounded by timers that fence the member.
+are durable. Sessions and revocations are bounded by timers (on the monotonic clock) that fence
+the member; they are armed or cancelled only once the log took the records, so a refused batch
+leaves no trace.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, resolve_regex
 from .consumer_group_store import (
@@ -27,6 +28,7 @@ from .consumer_group_store import (
     target_epoch_record,
     target_member_record,
 )
+from .consumer_heartbeat_checks import HeartbeatError, check_epoch, check_request, check_static, heartbeat_error
 from .consumer_messages import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -37,6 +39,7 @@ from .consumer_messages import (
 from .deferred import Deferred
 from .errors import Errors
 from .group_store import EMPTY
+from .log import RecordBatchTooLarge
 from .reconciliation import FencedMemberError, reconcile
 from .records import Record
 from .server_assignors import MemberSpec, PartitionAssignorError, server_assignor
@@ -44,81 +47,31 @@ from .server_assignors import MemberSpec, PartitionAssignorError, server_assigno
 log = logging.getLogger(__name__)
 
 
-class HeartbeatError(Exception):
-    """A heartbeat refused with a Kafka error code and message."""
-
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-def heartbeat_error(error: Errors, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
-    """A ConsumerGroupHeartbeat error response."""
-    return ConsumerGroupHeartbeatResponse(error, message, None, 0, 0, None)
-
-
 class ConsumerHeartbeatHandler(ConsumerGroupStore):
     """The consumer group manager's heartbeat, leave, fencing and timers."""
 
     def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> Deferred[ConsumerGroupHeartbeatResponse]:
         """Handle one heartbeat; errors are answered with Kafka's code and message and change nothing."""
+        after: list[Callable[[], None]] = []  # timer changes, made only once the log took the records
         try:
-            self._check_request(req)
+            check_request(req, self.config.consumer_assignors)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                records, response = self._leave(req)
+                records, response = self._leave(req, after)
             else:
-                records, response = self._heartbeat(req)
+                records, response = self._heartbeat(req, after)
         except HeartbeatError as e:
             log.debug(
                 "group %s member %s: heartbeat refused: %s %s", req.group_id, req.member_id, e.error.name, e.message
             )
             return self.rt.respond(heartbeat_error(e.error, e.message))
-        self.rt.append(records)
+        try:
+            self.rt.append(records)
+        except RecordBatchTooLarge as e:
+            log.error("group %s: the heartbeat of member %s cannot be stored: %s", req.group_id, req.member_id, e)
+            return self.rt.respond(heartbeat_error(Errors.UNKNOWN_SERVER_ERROR, "The heartbeat could not be stored."))
+        for action in after:
+            action()
         return self.rt.respond(response)
-
-    # --- validation ------------------------------------------------------------------------------
-
-    def _check_request(self, req: ConsumerGroupHeartbeatRequest) -> None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
-        bad = Errors.INVALID_REQUEST
-        if req.group_id == "":
-            raise HeartbeatError(bad, "GroupId can't be empty.")
-        if req.instance_id == "":
-            raise HeartbeatError(bad, "InstanceId can't be empty.")
-        if req.rack_id == "":
-            raise HeartbeatError(bad, "RackId can't be empty.")
-        epoch = req.member_epoch
-        if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if req.member_id == "":
-                raise HeartbeatError(bad, "MemberId can't be empty.")
-        elif epoch == JOIN_GROUP_MEMBER_EPOCH:
-            if req.rebalance_timeout_ms == -1:
-                raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if req.topic_partitions is None or len(req.topic_partitions) > 0:
-                raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
-            if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
-                raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
-        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if req.member_id == "":
-                raise HeartbeatError(bad, "MemberId can't be empty.")
-            if req.instance_id is None:
-                raise HeartbeatError(bad, "InstanceId can't be null.")
-        else:
-            raise HeartbeatError(bad, "MemberEpoch is invalid.")
-        if req.subscribed_topic_regex is not None:
-            try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as e:
-                raise HeartbeatError(
-                    bad, f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is invalid: {e}."
-                ) from e
-        assignors = self.config.consumer_assignors
-        if req.server_assignor is not None and req.server_assignor not in assignors:
-            raise HeartbeatError(
-                Errors.UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(assignors)}.",
-            )
 
     # --- the group and the member --------------------------------------------------------------------
 
@@ -152,7 +105,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                     )
                 log.info("group %s: member %s joins", group.group_id, member_id)
                 return ConsumerGroupMember(member_id), member_id
-            _check_epoch(member, req)
+            check_epoch(member, req)
             return member, member_id
         existing = group.static_member(req.instance_id)
         if joining:
@@ -172,13 +125,15 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             records.append(target_member_record(group.group_id, member_id, group.target_of(existing.member_id)))
             records.append(current_assignment_record(group.group_id, new))
             return new, existing.member_id
-        _check_static(existing, req)
-        _check_epoch(existing, req)  # type: ignore[arg-type]
+        check_static(existing, req)
+        check_epoch(existing, req)  # type: ignore[arg-type]
         return existing, existing.member_id  # type: ignore[return-value, union-attr]
 
     # --- heartbeat -------------------------------------------------------------------------------
 
-    def _heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> tuple[list[Record], ConsumerGroupHeartbeatResponse]:
+    def _heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, after: list[Callable[[], None]]
+    ) -> tuple[list[Record], ConsumerGroupHeartbeatResponse]:
         records: list[Record] = []
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._group_for(req.group_id, joining, records)
@@ -214,7 +169,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             if metadata != group.subscription_metadata:
                 records.append(subscription_metadata_record(group_id, metadata))
                 bump = True
-            group.metadata_refresh_needed = False
+            after.append(lambda: self._refreshed(group_id))
         if bump:
             group_epoch += 1
             records.append(epoch_record(group_id, group_epoch))
@@ -239,10 +194,10 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             records.append(current_assignment_record(group_id, reconciled))
         if reconciled != updated:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group_id, reconciled)
+                after.append(lambda: self._schedule_rebalance_timeout(group_id, reconciled))
             else:
-                self.rt.timers.cancel(("consumer-rebalance", group_id, reconciled.member_id))
-        self._schedule_session_timeout(group_id, reconciled.member_id)
+                after.append(lambda: self.rt.timers.cancel(("consumer-rebalance", group_id, reconciled.member_id)))
+        after.append(lambda: self._schedule_session_timeout(group_id, reconciled.member_id))
 
         full = joining or (
             req.rebalance_timeout_ms != -1
@@ -320,7 +275,14 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
 
     # --- leaving and fencing ----------------------------------------------------------------------
 
-    def _leave(self, req: ConsumerGroupHeartbeatRequest) -> tuple[list[Record], ConsumerGroupHeartbeatResponse]:
+    def _refreshed(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.metadata_refresh_needed = False
+
+    def _leave(
+        self, req: ConsumerGroupHeartbeatRequest, after: list[Callable[[], None]]
+    ) -> tuple[list[Record], ConsumerGroupHeartbeatResponse]:
         group = self._group_for(req.group_id, False, [])
         if req.instance_id is None:
             member = group.members.get(req.member_id)
@@ -330,7 +292,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                 )
         else:
             member = group.static_member(req.instance_id)
-            _check_static(member, req)
+            check_static(member, req)
             if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 log.info(
                     "group %s: static member %s (%s) leaves for now", group.group_id, req.member_id, req.instance_id
@@ -344,7 +306,9 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                 return [current_assignment_record(group.group_id, leaving)], response
         log.info("group %s: member %s leaves", group.group_id, req.member_id)
         response = ConsumerGroupHeartbeatResponse(Errors.NONE, None, req.member_id, req.member_epoch, 0, None)
-        return self.fence_records(group, member.member_id), response  # type: ignore[union-attr]
+        member_id = member.member_id  # type: ignore[union-attr]
+        after.append(lambda: self._cancel_timers(group.group_id, member_id))
+        return self.fence_records(group, member_id), response
 
     def fence_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         """Remove a member: its tombstones, new subscription metadata if it changes, and a group epoch bump."""
@@ -353,9 +317,11 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         if metadata != group.subscription_metadata:
             records.append(subscription_metadata_record(group.group_id, metadata))
         records.append(epoch_record(group.group_id, group.group_epoch + 1))
-        self.rt.timers.cancel(("consumer-session", group.group_id, member_id))
-        self.rt.timers.cancel(("consumer-rebalance", group.group_id, member_id))
         return records
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.rt.timers.cancel(("consumer-session", group_id, member_id))
+        self.rt.timers.cancel(("consumer-rebalance", group_id, member_id))
 
     def _fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
         group = self.groups.get(group_id)
@@ -363,12 +329,14 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
             return
         log.info("group %s: member %s fenced because %s", group_id, member_id, reason)
+        # A refused batch raises to the shard's timer runner, which retries this timer later.
         self.rt.append(self.fence_records(group, member_id))
+        self._cancel_timers(group_id, member_id)
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         self.rt.timers.schedule(
             ("consumer-session", group_id, member_id),
-            self.rt.now() + self.config.consumer_session_timeout_ms,
+            self.rt.monotonic() + self.config.consumer_session_timeout_ms,
             lambda: self._fence(group_id, member_id, "its session expired"),
         )
 
@@ -376,7 +344,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         member_id, epoch, timeout = member.member_id, member.member_epoch, member.rebalance_timeout_ms
         self.rt.timers.schedule(
             ("consumer-rebalance", group_id, member_id),
-            self.rt.now() + max(timeout, 0),
+            self.rt.monotonic() + max(timeout, 0),
             lambda: self._fence(group_id, member_id, f"it did not revoke within {timeout} ms", epoch),
         )
 
@@ -397,39 +365,6 @@ def _with_subscription(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatR
     if req.subscribed_topic_regex is not None:
         changes["subscribed_topic_regex"] = req.subscribed_topic_regex or None
     return dataclasses.replace(member, **changes)
-
-
-def _check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest) -> None:
-    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a lagging member is accepted only one epoch back
-    and only if it owns no more than its current assignment (the response with the new epoch may be lost)."""
-    received, known = req.member_epoch, member.member_epoch
-    if received > known:
-        raise HeartbeatError(
-            Errors.FENCED_MEMBER_EPOCH,
-            f"The consumer group member has a greater member epoch ({received}) than the one known by the group "
-            f"coordinator ({known}). The member must abandon all its partitions and rejoin.",
-        )
-    if received < known:
-        owned = req.topic_partitions
-        subset = owned is not None and all(tp[1] in member.assigned_partitions.get(tp[0], ()) for tp in owned)
-        if received != member.previous_member_epoch or not subset:
-            raise HeartbeatError(
-                Errors.FENCED_MEMBER_EPOCH,
-                f"The consumer group member has a smaller member epoch ({received}) than the one known by the group "
-                f"coordinator ({known}). The member must abandon all its partitions and rejoin.",
-            )
-
-
-def _check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbeatRequest) -> None:
-    """The instance id must be known and held by this member id (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
-    if existing is None:
-        raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-    if existing.member_id != req.member_id:
-        raise HeartbeatError(
-            Errors.FENCED_INSTANCE_ID,
-            f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
-            f"{existing.member_id}.",
-        )
 
 
 def preferred_assignor(members: Any, default: str) -> str:

@@ -189,8 +189,12 @@ class ConsumerMembership:
 
     # --- reconciliation, in the caller's thread ------------------------------------------------------
 
-    def ensure_active(self) -> None:
-        """Join if needed, and move owned partitions to the assignment: revoke, then assign, then acknowledge."""
+    def ensure_active(self, deadline: float | None = None) -> bool:
+        """Join if needed, and move owned partitions to the assignment: revoke, then assign, then acknowledge.
+
+        Each step is one bounded heartbeat, so this returns about by `deadline` (time.monotonic(), as the
+        classic Membership takes it; the join is never parked here); True once owned == assignment.
+        """
         self.raise_if_fatal()
         with self._lock:
             joining, lost = self.epoch == 0, self._lost
@@ -204,7 +208,7 @@ class ConsumerMembership:
         with self._lock:
             target = self._target
         if target is None or target == self.owned:
-            return
+            return target is not None
         revoked, added = self.owned - target, target - self.owned
         if revoked:
             if self.before_rebalance is not None:
@@ -215,6 +219,7 @@ class ConsumerMembership:
             self.owned = self.owned | added
             _call(self._on_assigned, added)
         self.heartbeat()  # report the new ownership at once: this acknowledges the revocation
+        return True
 
     # --- leaving -----------------------------------------------------------------------------------
 
@@ -261,5 +266,9 @@ def run_heartbeats(membership: ConsumerMembership, stop: threading.Event, before
         if time.monotonic() < membership.last_heartbeat + membership.heartbeat_interval_s:
             continue
         # Joining (epoch 0) is poll()'s business, as in Kafka: a member that left does not rejoin by itself.
-        if membership.epoch > 0 and before_each():
-            membership.heartbeat(timeout_s=max(membership.heartbeat_interval_s * 2, 1.0))
+        try:
+            if membership.epoch > 0 and before_each():
+                membership.heartbeat(timeout_s=max(membership.heartbeat_interval_s * 2, 1.0))
+        except Exception:  # never a dead heartbeat thread in a live member
+            log.exception("heartbeat round of %s in %s failed; the next one goes on", membership.member_id,
+                          membership.group_id)

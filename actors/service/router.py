@@ -60,8 +60,10 @@ class RouterActor:
         self.failures: dict[int, tuple[float, str]] = {}  # partition -> (when, why) of its last failure
         self.partitions: list[Any] = []
         self.topics: TopicRegistry | None = None
+        self._root_lock: int | None = None
         try:
-            StorageRoot(storage_path, num_partitions)
+            root = StorageRoot(storage_path, num_partitions, create=False)
+            self._root_lock = root.lock_for_service()  # held for the router's life: one service per root
             self.topics = TopicRegistry(storage_path)
         except Exception as e:
             # Failing here would make Ray restart the router forever; report it instead.

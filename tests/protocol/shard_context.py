@@ -37,12 +37,15 @@ PROTOCOLS = (("range", b"range-meta"),)
 
 
 def advance(coord: GroupCoordinator, clock: ManualClock, ms: int) -> None:
-    """Move `clock` forward by `ms`, stopping at every timer's deadline on the way to tick `coord` there."""
-    target = clock.now_ms() + ms
+    """Move `clock` forward by `ms`, stopping at every timer's deadline on the way to tick `coord` there.
+
+    Deadlines are monotonic times, so the walk is on `clock.monotonic_ms()`.
+    """
+    target = clock.monotonic_ms() + ms
     while (deadline := coord.next_deadline()) is not None and deadline <= target:
-        clock.advance(max(deadline - clock.now_ms(), 0))
+        clock.advance(max(deadline - clock.monotonic_ms(), 0))
         coord.tick()
-    clock.advance(target - clock.now_ms())
+    clock.advance(target - clock.monotonic_ms())
     coord.tick()
 
 
