@@ -23,6 +23,7 @@ BENCHMARKS = {
     "scale": "benchmarks.bench_scale",
     "retention": "benchmarks.bench_retention",
     "metrics": "benchmarks.bench_metrics",
+    "kip848": "benchmarks.bench_kip848",
 }
 # Runnable by name too, but not part of `all` (their own options and sizes).
 OTHERS = {"storage": "benchmarks.bench_storage", "spark": "benchmarks.bench_spark"}

@@ -8,13 +8,21 @@ their records are durable. It does no I/O and reads no clock of its own.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Hashable, Iterable, TypeVar
+from typing import Any, Callable, Hashable, Iterable, Mapping, TypeVar
 
 from . import validation
 from .clock import Clock, SystemClock
 from .config import GroupConfig
+from .consumer_group_manager import ConsumerGroupManager
+from .consumer_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from .deferred import Deferred
 from .errors import Errors
+from .group import ClassicGroup
 from .group_manager import GroupMetadataManager
 from .group_snapshot import GroupSnapshot
 from .log import MemoryLog, RecordBatchTooLarge, RecordLog
@@ -29,6 +37,7 @@ from .messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
+    LeaveMemberResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
@@ -41,7 +50,7 @@ from .messages import (
     SyncGroupResponse,
 )
 from .offset_manager import OffsetMetadataManager
-from .records import OffsetCommitKey, Record
+from .records import GroupMetadataKey, OffsetCommitKey, Record
 from .responses import error_response
 from .retention_sweep import RetentionSweep
 from .runtime import ShardRuntime
@@ -59,7 +68,7 @@ TIMER_RETRY_MS = 1000
 
 
 class GroupCoordinator:
-    """A pure, single-threaded shard of Kafka's classic group coordinator."""
+    """A pure, single-threaded shard of Kafka's group coordinator: classic groups and consumer groups (KIP-848)."""
 
     def __init__(
         self,
@@ -73,7 +82,8 @@ class GroupCoordinator:
         self._loading = False
         self.runtime = ShardRuntime(self.clock, self.log, self._replay)
         self.groups = GroupMetadataManager(self.runtime, self.config)
-        self.offsets = OffsetMetadataManager(self.runtime, self.groups, self.config)
+        self.consumer = ConsumerGroupManager(self.runtime, self.config, self.groups)
+        self.offsets = OffsetMetadataManager(self.runtime, self.groups, self.config, self.consumer)
         self.retention = RetentionSweep(self.runtime, self.offsets, self.config, self.groups.mark_dead)
         self._schedule_retention_check()
 
@@ -83,23 +93,29 @@ class GroupCoordinator:
         key, value = record
         if type(key) is OffsetCommitKey:
             self.offsets.replay(key, value)  # type: ignore[arg-type]
-        else:
+        elif type(key) is GroupMetadataKey:
             self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]
+        else:
+            self.consumer.replay(key, value)
 
     def load(self, records: Iterable[Record]) -> None:
         """Replay a log into this fresh shard, then re-arm every member's session and the retention check."""
         self._loading = True
         # _replay's dispatch, inlined: most of a log is offset commits, and this loop runs per record.
         replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, True
+        replay_consumer = self.consumer.replay
         try:
             for key, value in records:
                 if type(key) is OffsetCommitKey:
                     replay_offset(key, value)
-                else:
+                elif type(key) is GroupMetadataKey:
                     replay_group(key, value, loading)
+                else:
+                    replay_consumer(key, value)
         finally:
             self._loading = False
         self.groups.on_loaded()
+        self.consumer.on_loaded()
         self._schedule_retention_check()
 
     def on_durable(self, offset: int) -> None:
@@ -213,23 +229,45 @@ class GroupCoordinator:
         return handler(req)
 
     def join_group(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
-        """JoinGroup (API key 11)."""
-        return self._handle("join_group", req, self.groups.join_group)
+        """JoinGroup (API key 11); INCONSISTENT_GROUP_PROTOCOL on a consumer group unless it is empty."""
+        return self._handle("join_group", req, self._classic_join)
+
+    def _classic_join(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
+        consumer_group = self.consumer.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # Kafka would let a classic member into a consumer group (online migration); we refuse it.
+                return self.runtime.respond(error_response("join_group", req, Errors.INCONSISTENT_GROUP_PROTOCOL))
+            cfg = self.config
+            if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+                # The empty consumer group becomes an empty classic group in one batch, or not at all.
+                classic = ClassicGroup(req.group_id, self.runtime.now())
+                records = [*self.consumer.delete_records(consumer_group), self.groups.group_record(classic)]
+                try:
+                    self.runtime.append(records)
+                except RecordBatchTooLarge as e:
+                    log.error("group %s cannot become a classic group: %s", req.group_id, e)
+                    return self.runtime.respond(error_response("join_group", req, Errors.UNKNOWN_SERVER_ERROR))
+        return self.groups.join_group(req)
 
     def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResponse]:
-        """SyncGroup (API key 14)."""
-        return self._handle("sync_group", req, self.groups.sync_group)
+        """SyncGroup (API key 14); UNKNOWN_MEMBER_ID on a consumer group, whose members are no classic members."""
+        return self._handle("sync_group", req, self._classic(self.groups.sync_group, "sync_group"))
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
-        """Heartbeat (API key 12)."""
-        return self._handle("heartbeat", req, self.groups.heartbeat)
+        """Heartbeat (API key 12); UNKNOWN_MEMBER_ID on a consumer group."""
+        return self._handle("heartbeat", req, self._classic(self.groups.heartbeat, "heartbeat"))
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
-        """LeaveGroup (API key 13), by member id and/or instance id."""
+        """LeaveGroup (API key 13), by member id and/or instance id; on a consumer group every member is unknown."""
         return self._handle("leave_group", req, self._leave_group)
 
     def _leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """A leave writes a record only when it empties the group; then a refused write puts the group back."""
+        if self.consumer.get(req.group_id) is not None:
+            unknown = Errors.UNKNOWN_MEMBER_ID
+            members = [LeaveMemberResponse(m.member_id, m.group_instance_id, unknown) for m in req.members]
+            return self.runtime.respond(LeaveGroupResponse(Errors.NONE, members))
         group = self.groups.get_group(req.group_id)
         if group is None or len(req.members) < len(group.members):
             return self.groups.leave_group(req)
@@ -241,6 +279,17 @@ class GroupCoordinator:
             snapshot.restore()
             return self.runtime.respond(error_response("leave_group", req, Errors.UNKNOWN_SERVER_ERROR))
 
+    def _classic(self, handler: Callable[[Any], Deferred[T]], api: str) -> Callable[[Any], Deferred[T]]:
+        """`handler`, or UNKNOWN_MEMBER_ID when the request names a consumer group (as Kafka answers a
+        classic request from a member that does not use the classic protocol)."""
+
+        def handle(req: Any) -> Deferred[T]:
+            if self.consumer.get(req.group_id) is not None:
+                return self.runtime.respond(error_response(api, req, Errors.UNKNOWN_MEMBER_ID))
+            return handler(req)
+
+        return handle
+
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """OffsetCommit (API key 8)."""
         return self._handle("commit_offsets", req, self.offsets.commit_offsets)
@@ -251,9 +300,14 @@ class GroupCoordinator:
 
     def list_groups(self, req: ListGroupsRequest | None = None) -> Deferred[ListGroupsResponse]:
         """ListGroups (API key 16)."""
-        return self._handle(
-            "list_groups", req if req is not None else ListGroupsRequest(), self.groups.list_groups
-        )
+        return self._handle("list_groups", req if req is not None else ListGroupsRequest(), self._list_groups)
+
+    def _list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
+        """Classic groups (group_type "classic"), then consumer groups (group_type "consumer")."""
+        states = {s.strip().lower() for s in req.states_filter}
+        types = {t.strip().lower() for t in req.types_filter}
+        listed = self.groups.listed(states, types) + self.consumer.listed(states, types)
+        return self.runtime.respond(ListGroupsResponse(Errors.NONE, listed))
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """DescribeGroups (API key 15)."""
@@ -266,3 +320,17 @@ class GroupCoordinator:
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """OffsetDelete (API key 47)."""
         return self._handle("delete_offsets", req, self.offsets.delete_offsets)
+
+    # --- the consumer group protocol (KIP-848) ---------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> Deferred[ConsumerGroupHeartbeatResponse]:
+        """ConsumerGroupHeartbeat (API key 68): join (epoch 0), heartbeat, acknowledge revocations, leave (-1, -2)."""
+        return self._handle("consumer_group_heartbeat", req, self.consumer.consumer_group_heartbeat)
+
+    def consumer_group_describe(self, req: ConsumerGroupDescribeRequest) -> Deferred[ConsumerGroupDescribeResponse]:
+        """ConsumerGroupDescribe (API key 69)."""
+        return self._handle("consumer_group_describe", req, self.consumer.consumer_group_describe)
+
+    def update_topic_metadata(self, partitions: Mapping[str, int]) -> None:
+        """Topic -> partition count, as the service's topic registry has it (the shard's view of the cluster)."""
+        self.consumer.update_topic_metadata(dict(partitions))

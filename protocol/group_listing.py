@@ -23,12 +23,15 @@ class GroupListingHandler(GroupStore):
         """List this shard's groups, filtered by state and type (case-insensitive, as Java)."""
         states = {s.strip().lower() for s in req.states_filter}
         types = {t.strip().lower() for t in req.types_filter}
-        listed = [
+        return self.rt.respond(ListGroupsResponse(Errors.NONE, self.listed(states, types)))
+
+    def listed(self, states: set[str], types: set[str]) -> list[ListedGroup]:
+        """ListGroups entries of the classic groups, filtered by lower-cased state and type names."""
+        return [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic")
             for g in self.groups.values()
             if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
         ]
-        return self.rt.respond(ListGroupsResponse(Errors.NONE, listed))
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """Describe groups in request order; an unknown group is NONE with state "Dead"."""

@@ -13,6 +13,7 @@ import logging
 from typing import Iterator
 
 from .config import GroupConfig
+from .consumer_group_manager import ConsumerGroupManager
 from .deferred import Deferred
 from .errors import Errors
 from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
@@ -53,10 +54,17 @@ def _tombstone(group_id: str, tp: TopicPartition) -> Record:
 class OffsetMetadataManager:
     """Owns the committed offsets of one shard's groups and the requests that read or change them."""
 
-    def __init__(self, runtime: ShardRuntime, groups: GroupMetadataManager, config: GroupConfig) -> None:
+    def __init__(
+        self,
+        runtime: ShardRuntime,
+        groups: GroupMetadataManager,
+        config: GroupConfig,
+        consumer: ConsumerGroupManager | None = None,
+    ) -> None:
         self.rt = runtime
         self.groups = groups
         self.config = config
+        self.consumer = consumer if consumer is not None else ConsumerGroupManager(runtime, config, groups)
         self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self._topics: dict[str, str] = {}
 
@@ -91,7 +99,7 @@ class OffsetMetadataManager:
                 if not offsets:
                     del self._offsets[group_id]
             return
-        if group_id not in self.groups.groups:
+        if group_id not in self.groups.groups and group_id not in self.consumer.groups:
             self.groups.create_simple_group(group_id)
         offsets = self._offsets.get(group_id)
         if offsets is None:
@@ -106,7 +114,11 @@ class OffsetMetadataManager:
         """Validate the committer against the group, then write one record per partition."""
         partitions = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in req.offsets]
         group = self.groups.get_group(req.group_id)
-        error = self._validate_commit(group, req)
+        consumer_group = self.consumer.get(req.group_id)
+        if consumer_group is not None:
+            error = self.consumer.commit_error(consumer_group, req)
+        else:
+            error = self._validate_commit(group, req)
         if error != Errors.NONE:
             return self.rt.respond(OffsetCommitResponse({tp: error for tp in partitions}))
         if group is not None and group.in_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
@@ -170,8 +182,8 @@ class OffsetMetadataManager:
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """Committed offsets of some or all partitions, answered once every earlier write is durable."""
-        group = self.groups.get_group(req.group_id)
-        committed = self._offsets.get(req.group_id, {}) if group is not None else {}
+        known = self.groups.get_group(req.group_id) is not None or req.group_id in self.consumer.groups
+        committed = self._offsets.get(req.group_id, {}) if known else {}
         if req.partitions is None:
             offsets = {tp: _fetched(v) for tp, v in committed.items()}
         else:
@@ -189,11 +201,16 @@ class OffsetMetadataManager:
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """Delete offsets of partitions whose topics the group does not consume (KIP-496)."""
         group = self.groups.get_group(req.group_id)
-        if group is None or group.in_state(GroupState.DEAD):
+        consumer_group = self.consumer.get(req.group_id)
+        subscribed: set[str] | None
+        if consumer_group is not None:
+            subscribed = self.consumer.subscribed(consumer_group)
+        elif group is None or group.in_state(GroupState.DEAD):
             return self.rt.respond(OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND, {}))
-        if not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        elif not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return self.rt.respond(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP, {}))
-        subscribed = self._subscribed(group)
+        else:
+            subscribed = self._subscribed(group)
         committed = self._offsets.get(req.group_id, {})
         errors: dict[TopicPartition, Errors] = {}
         records: dict[TopicPartition, Record] = {}
@@ -234,11 +251,20 @@ class OffsetMetadataManager:
         results: dict[str, Errors] = {}
         records: list[Record] = []
         deleted: list[ClassicGroup] = []
+        consumer_deleted: list[str] = []
         for group_id in req.group_ids:
             if group_id in results:
                 continue
             group = self.groups.get_group(group_id)
-            if group is None or group.in_state(GroupState.DEAD):
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                if self.consumer.can_delete(consumer_group):
+                    records.extend(self._delete_consumer_group_records(group_id))
+                    consumer_deleted.append(group_id)
+                    results[group_id] = Errors.NONE
+                else:
+                    results[group_id] = Errors.NON_EMPTY_GROUP
+            elif group is None or group.in_state(GroupState.DEAD):
                 results[group_id] = Errors.GROUP_ID_NOT_FOUND
             elif not group.in_state(GroupState.EMPTY):
                 results[group_id] = Errors.NON_EMPTY_GROUP
@@ -249,9 +275,10 @@ class OffsetMetadataManager:
         try:
             self.rt.append(records)
         except RecordBatchTooLarge as e:
-            log.error("deleting groups %s cannot be stored: %s", [g.group_id for g in deleted], e)
-            for group in deleted:
-                results[group.group_id] = Errors.UNKNOWN_SERVER_ERROR
+            refused = [g.group_id for g in deleted] + consumer_deleted
+            log.error("deleting groups %s cannot be stored: %s", refused, e)
+            for group_id in refused:
+                results[group_id] = Errors.UNKNOWN_SERVER_ERROR
             return self.rt.respond(DeleteGroupsResponse(results))
         for group in deleted:
             self.groups.mark_dead(group)
@@ -262,6 +289,12 @@ class OffsetMetadataManager:
         """The tombstones of all of `group`'s offsets and of the group itself (mark it Dead once appended)."""
         records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
         records.append(self.groups.group_tombstone(group.group_id))
+        return records
+
+    def _delete_consumer_group_records(self, group_id: str) -> list[Record]:
+        """The tombstones of all offsets of an empty consumer group, then of the group's own records."""
+        records = [_tombstone(group_id, tp) for tp in self._offsets.get(group_id, {})]
+        records.extend(self.consumer.delete_records(self.consumer.groups[group_id]))
         return records
 
     def offset_keys(self, group_id: str) -> list[TopicPartition]:

@@ -54,6 +54,10 @@ class Purgatory:
         t = self._timers.get(key)
         return None if t is None else (t[_DEADLINE], t[_CALLBACK])
 
+    def deadlines(self) -> dict[Hashable, int]:
+        """Every armed timer's key and deadline (a copy)."""
+        return {key: t[_DEADLINE] for key, t in self._timers.items()}
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._timers
 

@@ -1,7 +1,8 @@
 """The records of an offsets partition's log and their versioned msgpack encoding.
 
 A record is a key and a value; a value of None is a tombstone. Keys carry Kafka's key versions
-as their type tag (1: offset commit, 2: group metadata). A record is encoded as one msgpack
+as their type tag (1: offset commit, 2: group metadata, 3-8: the consumer group records of
+consumer_records). A record is encoded as one msgpack
 array `[key_type, *key_fields, value]`, where value is nil or `[value_version, *value_fields]`,
 so a batch is just records packed back to back and a streaming unpacker decodes it.
 """
@@ -12,6 +13,8 @@ import logging
 from typing import Iterable, Iterator, NamedTuple, Union
 
 import msgpack
+
+from .consumer_records import CONSUMER_KEY_TYPES, consumer_record_from_obj, consumer_record_obj
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,8 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = Union[OffsetCommitKey, GroupMetadataKey]
-RecordValue = Union[OffsetCommitValue, GroupMetadataValue, None]
+RecordKey = Union[OffsetCommitKey, GroupMetadataKey, tuple]  # tuple: a consumer group key (consumer_records)
+RecordValue = Union[OffsetCommitValue, GroupMetadataValue, tuple, None]
 
 
 class Record(NamedTuple):
@@ -111,6 +114,8 @@ def record_to_obj(record: Record) -> list:
                 [list(m) for m in value.members],
             ]
         return [GROUP_METADATA_KEY_TYPE, key.group, v]
+    if type(key) in CONSUMER_KEY_TYPES:
+        return consumer_record_obj(key, value)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -135,6 +140,12 @@ def record_from_obj(obj: list) -> Record:
                     raise RecordFormatError(f"group metadata value version {v[0]} is not supported")
                 v = GroupMetadataValue(v[1], v[2], v[3], v[4], v[5], tuple(MemberMetadata(*m) for m in v[6]))
             return Record(GroupMetadataKey(obj[1]), v)
+        try:
+            consumer = consumer_record_from_obj(obj)
+        except ValueError as e:
+            raise RecordFormatError(str(e)) from e
+        if consumer is not None:
+            return Record(*consumer)
     except (IndexError, TypeError) as e:
         raise RecordFormatError(f"malformed record {obj!r}: {e}") from e
     raise RecordFormatError(f"unknown record key type {obj[0]!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .consumer_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedConsumerGroup
 from .errors import Errors
 from .group import ClassicGroup, Member
 from .messages import (
@@ -86,6 +87,10 @@ _ERROR_RESPONSES: dict[str, Callable[[Any, Errors], Any]] = {
     ),
     "delete_groups": lambda r, e: DeleteGroupsResponse({g: e for g in _group_ids(r)}),
     "delete_offsets": lambda r, e: OffsetDeleteResponse(e, {}),
+    "consumer_group_heartbeat": lambda r, e: ConsumerGroupHeartbeatResponse(e, None, None, 0, 0, None),
+    "consumer_group_describe": lambda r, e: ConsumerGroupDescribeResponse(
+        [DescribedConsumerGroup(e, g) for g in _group_ids(r)]
+    ),
 }
 
 APIS = tuple(_ERROR_RESPONSES)

@@ -6,6 +6,10 @@ tombstones, and an Empty group left without offsets gets a group tombstone (and 
 log took it, is marked Dead). Whether an offset has expired is decided again at the step that
 tombstones it, so a commit that lands between steps is never deleted. What a pass removes is
 counted in the shard's ShardStats (offset_expirations, group_deletions, expiry_write_failures).
+
+Consumer groups (KIP-848) are walked in the same pass, under the same budget: as in Kafka, an
+offset of a topic no member subscribes to expires from its commit time, and an Empty consumer
+group left without offsets is deleted with its records (their replay removes it).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 from typing import Callable
 
 from .config import GroupConfig
+from .consumer_group import ConsumerGroup
 from .expiration import expiration_condition, is_expired
 from .group import ClassicGroup, GroupState
 from .log import RecordBatchTooLarge
@@ -50,7 +55,7 @@ class RetentionSweep:
 
     def start(self) -> None:
         """Begin a new pass over the groups the shard has now."""
-        self._group_ids = list(self.offsets.groups.groups)
+        self._group_ids = list(self.offsets.groups.groups) + list(self.offsets.consumer.groups)
         self._next_group = 0
         self._partitions = None
 
@@ -65,11 +70,12 @@ class RetentionSweep:
         budget = self.step_size
         records: list[Record] = []
         emptied: list[ClassicGroup] = []
-        expired = 0
+        consumer_deleted = expired = 0
         while budget > 0 and self.running:
             group_id = self._group_ids[self._next_group]
             group = self.offsets.groups.get_group(group_id)
-            if group is None or group.in_state(GroupState.DEAD):
+            consumer_group = self.offsets.consumer.get(group_id) if group is None else None
+            if consumer_group is None and (group is None or group.in_state(GroupState.DEAD)):
                 self._next_group_please()
                 continue
             if self._partitions is None:
@@ -77,29 +83,56 @@ class RetentionSweep:
             chunk = self._partitions[self._next_partition : self._next_partition + budget]
             self._next_partition += len(chunk)
             budget -= max(len(chunk), 1)
-            condition = expiration_condition(group)
-            tombstoned = 0
-            if condition is not None:
-                for tp in chunk:
-                    value = self.offsets.committed_value(group_id, tp)
-                    if value is not None and is_expired(condition, tp, value, now, self.config.offsets_retention_ms):
-                        records.append(self.offsets.tombstone(group_id, tp))
-                        tombstoned += 1
-            expired += tombstoned
+            if consumer_group is not None:
+                tombstones = self._expired_of_consumer_group(consumer_group, chunk, now)
+            else:
+                tombstones = self._expired_of_classic_group(group, chunk, now)  # type: ignore[arg-type]
+            records.extend(tombstones)
+            expired += len(tombstones)
             if self._next_partition >= len(self._partitions):
-                left = self.offsets.offset_count(group_id) - tombstoned
-                if group.in_state(GroupState.EMPTY) and left == 0:
+                left = self.offsets.offset_count(group_id) - len(tombstones)
+                if consumer_group is not None:
+                    if consumer_group.is_empty() and left == 0:
+                        records.extend(self.offsets.consumer.delete_records(consumer_group))
+                        consumer_deleted += 1
+                elif group.in_state(GroupState.EMPTY) and left == 0:  # type: ignore[union-attr]
                     records.append(self.offsets.groups.group_tombstone(group_id))
-                    emptied.append(group)
+                    emptied.append(group)  # type: ignore[arg-type]
                 self._next_group_please()
-        self._write(records, emptied, expired)
+        self._write(records, emptied, consumer_deleted, expired)
         return self.running
+
+    def _expired_of_classic_group(self, group: ClassicGroup, chunk: list[TopicPartition], now: int) -> list[Record]:
+        """Tombstones of the offsets in `chunk` that KIP-211 expires in a classic group."""
+        condition = expiration_condition(group)
+        if condition is None:
+            return []
+        retention = self.config.offsets_retention_ms
+        out = []
+        for tp in chunk:
+            value = self.offsets.committed_value(group.group_id, tp)
+            if value is not None and is_expired(condition, tp, value, now, retention):
+                out.append(self.offsets.tombstone(group.group_id, tp))
+        return out
+
+    def _expired_of_consumer_group(self, group: ConsumerGroup, chunk: list[TopicPartition], now: int) -> list[Record]:
+        """Tombstones of the offsets in `chunk` of topics no member subscribes to, committed a retention ago."""
+        subscribed = self.offsets.consumer.subscribed(group)
+        cutoff = now - self.config.offsets_retention_ms
+        out = []
+        for tp in chunk:
+            if tp.topic in subscribed:
+                continue
+            value = self.offsets.committed_value(group.group_id, tp)
+            if value is not None and value.commit_timestamp <= cutoff:
+                out.append(self.offsets.tombstone(group.group_id, tp))
+        return out
 
     def _next_group_please(self) -> None:
         self._next_group += 1
         self._partitions = None
 
-    def _write(self, records: list[Record], emptied: list[ClassicGroup], expired: int) -> None:
+    def _write(self, records: list[Record], emptied: list[ClassicGroup], consumer_deleted: int, expired: int) -> None:
         if not records:
             return
         stats = self.rt.stats
@@ -112,6 +145,7 @@ class RetentionSweep:
             return
         for group in emptied:
             self._mark_dead(group)
+        deleted = len(emptied) + consumer_deleted
         stats.offset_expirations += expired
-        stats.group_deletions += len(emptied)
-        log.info("offset expiry removed %d offsets and %d empty groups", expired, len(emptied))
+        stats.group_deletions += deleted
+        log.info("offset expiry removed %d offsets and %d empty groups", expired, deleted)

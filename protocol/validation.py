@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .errors import Errors
 from .messages import (
     DeleteGroupsRequest,
@@ -197,6 +198,24 @@ SPECS: dict[str, RequestSpec] = {
     "describe_groups": RequestSpec(DescribeGroupsRequest, GROUP_IDS, {}),
     "delete_groups": RequestSpec(DeleteGroupsRequest, GROUP_IDS, {}),
     "delete_offsets": RequestSpec(OffsetDeleteRequest, NON_EMPTY_GROUP_ID, {"partitions": seq_of(TOPIC_PARTITION)}),
+    "consumer_group_heartbeat": RequestSpec(
+        ConsumerGroupHeartbeatRequest,
+        GROUP_ID,  # an empty one gets INVALID_REQUEST from the handler, with Kafka's message
+        {
+            "member_id": is_str,
+            "member_epoch": INT32,
+            "instance_id": is_opt_str,
+            "rack_id": is_opt_str,
+            "rebalance_timeout_ms": INT32,
+            "subscribed_topic_names": lambda v: v is None or seq_of(is_str)(v),
+            "subscribed_topic_regex": is_opt_str,
+            "server_assignor": is_opt_str,
+            "topic_partitions": lambda v: v is None or seq_of(TOPIC_PARTITION)(v),
+            "client_id": is_str,
+            "client_host": is_str,
+        },
+    ),
+    "consumer_group_describe": RequestSpec(ConsumerGroupDescribeRequest, GROUP_IDS, {}),
 }
 
 
@@ -270,8 +289,13 @@ def _names_and_count(api: str, req: Any) -> tuple[list[str | None], list[str], i
     if api in ("fetch_offsets", "delete_offsets"):
         partitions = req.partitions or ()
         return list({tp[0] for tp in partitions}), [], len(partitions), "max_partitions_per_request"
-    if api in ("describe_groups", "delete_groups"):
+    if api in ("describe_groups", "delete_groups", "consumer_group_describe"):
         return [], [], len(req.group_ids), "max_items_per_request"
+    if api == "consumer_group_heartbeat":
+        names = [req.instance_id, req.rack_id, req.subscribed_topic_regex, req.server_assignor, req.client_id,
+                 req.client_host, *(req.subscribed_topic_names or ()), *{tp[0] for tp in req.topic_partitions or ()}]
+        count = len(req.topic_partitions or ()) + len(req.subscribed_topic_names or ())
+        return names, [req.member_id], count, "max_partitions_per_request"
     return [], [], 0, "max_items_per_request"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from groupcoord.protocol.consumer_records import CONSUMER_KEY_TYPES
 from groupcoord.protocol.records import GroupMetadataKey, OffsetCommitKey
 from groupcoord.storage import list_segments, read_partition
 from groupcoord.storage.segment import parse_segment_file_name
@@ -90,7 +91,9 @@ def decode_range(part: LogRange) -> DecodedRange:
                 c_lts.append(ts)
             elif type(key) is GroupMetadataKey:
                 _add_group_row(g_rows, key, value, part.log_partition, offset, ts)
-            else:  # pragma: no cover - record_from_obj only builds the two key types
+            elif type(key) in CONSUMER_KEY_TYPES:
+                continue  # consumer group (KIP-848) records: membership, not offsets; no report reads them
+            else:  # pragma: no cover - record_from_obj only builds these key types
                 log.warning("%s: skipping a record with unknown key %r at offset %d", part.directory, key, offset)
     n = len(c_group)
     commits = pa.table(

@@ -21,7 +21,7 @@ import ray
 log = logging.getLogger(__name__)
 
 # Requests that a partition actor answers without parking them, so a batch never waits on a rebalance.
-COALESCED_APIS = frozenset({"heartbeat", "commit_offsets", "fetch_offsets"})
+COALESCED_APIS = frozenset({"heartbeat", "commit_offsets", "fetch_offsets", "consumer_group_heartbeat"})
 # A batch unanswered for this long is given up (its callers get GetTimeoutError) so that later ones can go.
 _ABANDON_AFTER_S = 60.0
 

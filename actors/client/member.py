@@ -20,6 +20,7 @@ import ray
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
+from .consumer_membership import ConsumerMembership, run_heartbeats
 from .coordinator_client import ACTOR_ERRORS, CoordinatorClient, normalize_offsets
 from .errors import CommitFailedError, GroupCoordinatorError, error_for
 from .handle import Service
@@ -34,7 +35,13 @@ DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")
 
 
 class GroupMember:
-    """A member of a consumer group (or, after assign(), a manually assigned consumer)."""
+    """A member of a consumer group (or, after assign(), a manually assigned consumer).
+
+    `group_protocol` is Kafka's group.protocol: "classic" (JoinGroup/SyncGroup, a leader assigns) or
+    "consumer" (KIP-848: the coordinator assigns with `group_remote_assignor`, and the member heartbeats
+    at the interval the coordinator gives; session_timeout_ms and heartbeat_interval_ms then come
+    from the coordinator, as in Kafka).
+    """
 
     def __init__(
         self,
@@ -57,29 +64,52 @@ class GroupMember:
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
+        client_rack: str | None = None,
     ) -> None:
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        if group_protocol not in ("classic", "consumer"):
+            raise ValueError(f"group_protocol must be 'classic' or 'consumer', not {group_protocol!r}")
         self.group_id = group_id
+        self.group_protocol = group_protocol
         self.client = CoordinatorClient(service, group_id, request_timeout_ms, retry_backoff_ms)
-        self.membership = Membership(
-            service,
-            group_id,
-            client_id=client_id,
-            client_host=client_host or _host(),
-            group_instance_id=group_instance_id,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms
-            if rebalance_timeout_ms is not None
-            else max_poll_interval_ms,
-            assignors=tuple(partition_assignment_strategy),
-            listener=listener,
-            on_revoked=on_partitions_revoked,
-            on_assigned=on_partitions_assigned,
-            client=self.client,
-            metadata_max_age_ms=metadata_max_age_ms,
-            before_rebalance=self._commit_before_revocation,
-        )
+        self.membership: Membership | ConsumerMembership
+        if group_protocol == "consumer":
+            self.membership = ConsumerMembership(
+                group_id,
+                client=self.client,
+                client_id=client_id,
+                client_host=client_host or _host(),
+                group_instance_id=group_instance_id,
+                rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms is not None else max_poll_interval_ms,
+                server_assignor=group_remote_assignor,
+                rack_id=client_rack,
+                listener=listener,
+                on_revoked=on_partitions_revoked,
+                on_assigned=on_partitions_assigned,
+                before_rebalance=self._commit_before_revocation,
+            )
+        else:
+            self.membership = Membership(
+                service,
+                group_id,
+                client_id=client_id,
+                client_host=client_host or _host(),
+                group_instance_id=group_instance_id,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms
+                if rebalance_timeout_ms is not None
+                else max_poll_interval_ms,
+                assignors=tuple(partition_assignment_strategy),
+                listener=listener,
+                on_revoked=on_partitions_revoked,
+                on_assigned=on_partitions_assigned,
+                client=self.client,
+                metadata_max_age_ms=metadata_max_age_ms,
+                before_rebalance=self._commit_before_revocation,
+            )
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.max_poll_interval_s = max_poll_interval_ms / 1000
         self.enable_auto_commit = enable_auto_commit
@@ -104,8 +134,9 @@ class GroupMember:
             raise ValueError("this member uses manual assignment; subscribe() and assign() do not mix")
         self.membership.set_topics(topics)
         if self._heartbeat_thread is None:
+            loop = self._consumer_heartbeat_loop if self.group_protocol == "consumer" else self._heartbeat_loop
             self._heartbeat_thread = threading.Thread(
-                target=self._heartbeat_loop, name=f"groupcoord-heartbeat-{self.group_id}", daemon=True
+                target=loop, name=f"groupcoord-heartbeat-{self.group_id}", daemon=True
             )
             self._heartbeat_thread.start()
 
@@ -184,6 +215,9 @@ class GroupMember:
         if not failed:
             return
         error = next(iter(failed.values()))
+        if error == Errors.STALE_MEMBER_EPOCH:
+            # The member epoch moved on since the commit was built (consumer protocol): the member stays.
+            raise CommitFailedError(error)
         if error in (Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID):
             self.membership.request_rejoin(reset_member=error == Errors.UNKNOWN_MEMBER_ID)
             raise CommitFailedError(error)
@@ -289,6 +323,17 @@ class GroupMember:
             log.debug("heartbeat of %s failed (%r); coordinator may be restarting", m.member_id, e)
             return
         m.on_heartbeat(request, error)
+
+    def _consumer_heartbeat_loop(self) -> None:
+        run_heartbeats(self.membership, self._stop, self._poll_is_recent)  # type: ignore[arg-type]
+
+    def _poll_is_recent(self) -> bool:
+        """Whether poll() ran within max_poll_interval_ms; if not, the member leaves the group (Kafka's rule)."""
+        if time.monotonic() - self._last_poll <= self.max_poll_interval_s:
+            return True
+        log.warning("member %s of %s did not poll within max_poll_interval_ms; leaving", self.member_id, self.group_id)
+        self.membership.leave(reason="consumer poll timeout has expired")
+        return False
 
     # --- closing -----------------------------------------------------------------------------------------
 

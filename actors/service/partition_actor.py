@@ -7,6 +7,7 @@ are durable; `PartitionRuntime` owns the shard, its log and the loops behind it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from typing import Any
@@ -22,15 +23,20 @@ from .partition_runtime import PartitionRuntime
 from .spec import Observability, ServiceSpec
 from .telemetry import PartitionTelemetry
 
+log = logging.getLogger(__name__)
+
 # `batch` yields to the event loop after this long, so that a big batch does not hold up other callers.
 _BATCH_YIELD_S = 0.002
 
 # The requests `batch` accepts: the GroupCoordinator's request handlers.
 _BATCH_APIS = frozenset(APIS)
 
+# How often a heartbeat naming a topic the shard does not know may ask the router again.
+_TOPIC_REFRESH_S = 1.0
+
 
 def _group_ids_of(api: str, req: Any) -> list[str]:
-    if api in ("describe_groups", "delete_groups"):
+    if api in ("describe_groups", "delete_groups", "consumer_group_describe"):
         ids = getattr(req, "group_ids", ())
         return [g for g in ids if isinstance(g, str)] if isinstance(ids, (list, tuple)) else []
     if api == "list_groups":
@@ -65,6 +71,10 @@ class PartitionActor:
         self.runtime.on_flushed = self.telemetry.flushed
         self.runtime.supervisor.start("metrics", self.telemetry.turn, options.interval_s)
         self._started = time.time()
+        self._namespace = namespace
+        self._topics: dict[str, int] = {}  # topic -> partition count, for the consumer groups' assignors
+        self._topics_for: Any = None  # the shard that has them
+        self._topics_asked = 0.0
 
     # --- the request path --------------------------------------------------------------------
 
@@ -91,6 +101,41 @@ class PartitionActor:
         """Kafka's ListGroups over this partition's groups (every group when `req` is None)."""
         return await self._call("list_groups", req if req is not None else ListGroupsRequest())
 
+    async def consumer_group_heartbeat(self, req: Any) -> Any:
+        """The shard's ConsumerGroupHeartbeat, once the shard knows the topics the request subscribes to."""
+        await self._ensure_topics([req])
+        return await self._call("consumer_group_heartbeat", req)
+
+    async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
+        """Topic partition counts from the router (pushed when topics are created or grow)."""
+        self._topics.update(partitions)
+        if self.runtime.coord is not None:
+            self.runtime.coord.update_topic_metadata(partitions)
+
+    async def _ensure_topics(self, reqs: list[Any]) -> None:
+        """Ask the router for the topics once per loaded shard, and again (at most every second) when a
+        heartbeat subscribes to a topic the shard has not heard of."""
+        coord = self.runtime.coord
+        if coord is None:
+            return
+        unknown = any(t not in self._topics for r in reqs for t in (getattr(r, "subscribed_topic_names", None) or ()))
+        if self._topics_for is coord and not (unknown and time.monotonic() - self._topics_asked > _TOPIC_REFRESH_S):
+            return
+        self._topics_asked = time.monotonic()
+        try:
+            import ray
+
+            router = ray.get_actor(ROUTER_NAME, namespace=self._namespace)
+            described = await router.describe_topics.remote()
+        except Exception as e:  # no router (an in-process actor) or it is restarting: use what we have
+            log.warning("partition %d could not read the topics from the router: %r", self.partition, e)
+            self._topics_for = coord
+            coord.update_topic_metadata(self._topics)
+            return
+        self._topics.update({name: info["partitions"] for name, info in described.items()})
+        self._topics_for = coord
+        coord.update_topic_metadata(self._topics)
+
     async def batch(self, calls: list[tuple[str, Any]]) -> list[Any]:
         """Many requests in one actor call (say, the heartbeats of every member a process hosts).
 
@@ -100,6 +145,9 @@ class PartitionActor:
         if not all(type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
             raise ValueError(f"a batch holds (api, request) pairs with api one of {sorted(_BATCH_APIS)}")
         arrived = time.perf_counter()
+        heartbeats = [req for api, req in calls if api == "consumer_group_heartbeat"]
+        if heartbeats:
+            await self._ensure_topics(heartbeats)
         results: list[Any] = []
         started = False  # whether the shard produced a Deferred since the last kick
         deadline = time.perf_counter() + _BATCH_YIELD_S
@@ -144,7 +192,7 @@ class PartitionActor:
             "load_ms": rt.load_ms,
             "load_cpu_ms": rt.load_cpu_ms,
             "records_replayed": rt.records_replayed,
-            "groups": gauges.groups if gauges is not None else 0,
+            "groups": gauges.groups + len(coord.consumer.groups) if gauges is not None and coord is not None else 0,
             "groups_by_state": dict(gauges.groups_by_state) if gauges is not None else {},
             "members": gauges.members if gauges is not None else 0,
             "offsets": gauges.offsets if gauges is not None else 0,

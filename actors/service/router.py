@@ -205,6 +205,7 @@ class RouterActor:
             return Errors.TOPIC_ALREADY_EXISTS
         except ValueError:
             return Errors.INVALID_TOPIC_EXCEPTION
+        await self._push_topics()
         return Errors.NONE
 
     async def create_partitions(self, name: str, total: int) -> Errors:
@@ -215,7 +216,18 @@ class RouterActor:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
         except (ValueError, TypeError):
             return Errors.INVALID_PARTITIONS
+        await self._push_topics()
         return Errors.NONE
+
+    async def _push_topics(self) -> None:
+        """Tell every partition the partition counts (its consumer groups assign from them); best effort:
+        a partition that misses this asks again when it loads or meets a topic it does not know."""
+        counts = {name: topic.partitions for name, topic in self._registry().topics.items()}
+        calls = [p.update_topic_metadata.remote(counts) for p in self.partitions]
+        try:
+            await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=5.0)
+        except TimeoutError:
+            log.warning("not every partition took the new topic metadata within 5 s")
 
     async def describe_topics(self, names: list[str] | None = None) -> dict[str, dict]:
         """Topic name → {"partitions": n, "end_offsets": {p: offset}} for the named (or all) topics."""

@@ -62,3 +62,4 @@ def settled(members, partitions: set[TopicPartition]) -> bool:
         and len(generations) == 1
         and all(m.member.membership.is_stable() and not m.member.membership.rejoin_needed for m in members)
     )
+

@@ -24,14 +24,6 @@ def svc(ray_local, tmp_path_factory):
         yield service
 
 
-@pytest.fixture
-def members():
-    started: list[PollingMember] = []
-    yield started
-    for m in started:
-        m.close()
-
-
 def test_three_members_share_all_partitions_disjointly(svc, members):
     members += [PollingMember(svc, "g-three", f"m{i}", partition_assignment_strategy=("range",)) for i in range(3)]
     wait_for(lambda: settled(members, PARTITIONS), what="three members to settle")

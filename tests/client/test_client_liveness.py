@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from shard_link import Shard, member, settle
 
+from groupcoord.actors.client.consumer_membership import run_heartbeats
 from groupcoord.actors.client.membership import MemberState
 from groupcoord.protocol import Errors, HeartbeatRequest, TopicPartition
 
@@ -85,3 +89,32 @@ def test_a_stale_heartbeat_answer_cannot_mark_lost_a_member_whose_join_succeeded
     assert m.generation == generation + 1 and m.state == MemberState.STABLE
     assert not m.rejoin_needed and lost == []
     assert m.ensure_active(m.clock()) is True and m.owned == ALL and lost == []
+
+
+class _FlakyConsumerMembership:
+    """What run_heartbeats reads of a ConsumerMembership; its first heartbeat raises, the next ones count."""
+
+    member_id, group_id, epoch, heartbeat_interval_s, last_heartbeat = "m", "g", 1, 0.01, 0.0
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.second = threading.Event()
+
+    def heartbeat(self, timeout_s: float | None = None) -> None:
+        self.calls += 1
+        self.last_heartbeat = time.monotonic()
+        if self.calls == 1:
+            raise RuntimeError("a bug in one heartbeat round")
+        self.second.set()
+
+
+def test_the_consumer_protocol_heartbeat_thread_survives_a_failed_round():
+    membership, stop = _FlakyConsumerMembership(), threading.Event()
+    thread = threading.Thread(target=run_heartbeats, args=(membership, stop, lambda: True), daemon=True)
+    thread.start()
+    try:
+        assert membership.second.wait(30), "no heartbeat after the failed round"
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(5)

@@ -36,6 +36,19 @@ START_MS = 1_000_000
 PROTOCOLS = (("range", b"range-meta"),)
 
 
+def advance(coord: GroupCoordinator, clock: ManualClock, ms: int) -> None:
+    """Move `clock` forward by `ms`, stopping at every timer's deadline on the way to tick `coord` there.
+
+    Deadlines are monotonic times, so the walk is on `clock.monotonic_ms()`.
+    """
+    target = clock.monotonic_ms() + ms
+    while (deadline := coord.next_deadline()) is not None and deadline <= target:
+        clock.advance(max(deadline - clock.monotonic_ms(), 0))
+        coord.tick()
+    clock.advance(target - clock.monotonic_ms())
+    coord.tick()
+
+
 class HeldLog(MemoryLog):
     """A RecordLog that is durable at once, except between hold() and release()."""
 
@@ -102,12 +115,7 @@ class ShardContext:
         Like the actor that hosts a shard, the clock stops at every deadline on the way and ticks
         there, so timers re-armed by a timer (the initial rebalance delay) keep exact times.
         """
-        target = self.clock.monotonic_ms() + ms
-        while (deadline := self.coord.next_deadline()) is not None and deadline <= target:
-            self.clock.advance(max(deadline - self.clock.monotonic_ms(), 0))
-            self.coord.tick()
-        self.clock.advance(target - self.clock.monotonic_ms())
-        self.coord.tick()
+        advance(self.coord, self.clock, ms)
 
     def release(self) -> None:
         """Make a HeldLog durable and tell the shard."""

@@ -93,9 +93,7 @@ def test_unknown_write_version_is_refused():
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_assignment_matches_hand_built_bytes(version):
-    data = (
-        i16(version) + i32(2) + s("t") + i32(2) + i32(0) + i32(3) + s("u") + i32(1) + i32(9) + i32(2) + b"ud"
-    )
+    data = i16(version) + i32(2) + s("t") + i32(2) + i32(0) + i32(3) + s("u") + i32(1) + i32(9) + i32(2) + b"ud"
     expected = Assignment([TP("t", 0), TP("t", 3), TP("u", 9)], b"ud")
     assert decode_assignment(data) == expected
     assert encode_assignment(expected, version) == data
@@ -105,9 +103,7 @@ def test_assignment_matches_hand_built_bytes(version):
 def test_assignment_null_user_data_and_newer_version():
     data = i16(0) + i32(0) + i32(-1)
     assert decode_assignment(data) == Assignment((), None)
-    assert decode_assignment(i16(7) + i32(1) + s("t") + i32(1) + i32(0) + i32(-1) + b"more") == Assignment(
-        [TP("t", 0)]
-    )
+    assert decode_assignment(i16(7) + i32(1) + s("t") + i32(1) + i32(0) + i32(-1) + b"more") == Assignment([TP("t", 0)])
 
 
 def test_partitions_are_grouped_by_topic_so_round_trips_are_exact():

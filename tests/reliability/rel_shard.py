@@ -13,6 +13,7 @@ from typing import Any
 from rel_inputs import ASSIGNMENT, SUBSCRIPTION
 
 from groupcoord.protocol import (
+    ConsumerGroupDescribeRequest,
     DescribeGroupsRequest,
     Errors,
     GroupConfig,
@@ -27,6 +28,7 @@ from groupcoord.protocol import (
     SyncGroupRequest,
     TopicPartition,
 )
+from groupcoord.protocol.log import RecordBatchTooLarge
 
 CONFIG = GroupConfig(
     min_session_timeout_ms=10,
@@ -37,6 +39,17 @@ CONFIG = GroupConfig(
 )
 SESSION_MS, REBALANCE_MS = 10_000, 30_000
 PREBUILT_GROUPS = ("stable", "empty", "opaque")
+
+
+class LogThatRefuses(MemoryLog):
+    """A MemoryLog that refuses appends (as a log refuses an oversized batch) while `refusing` is set."""
+
+    refusing = False
+
+    def append(self, records) -> int:
+        if not self.refusing:
+            return super().append(records)
+        raise RecordBatchTooLarge(f"refused {len(records)} records")
 
 
 class Shard:
@@ -103,13 +116,15 @@ class Shard:
         return members
 
     def snapshot(self) -> tuple:
-        """Everything a client can see: log length, groups listed, described and their offsets."""
+        """Everything a client can see: log length, classic and consumer groups listed, described, their offsets."""
         c = self.coord
         groups = sorted(c.groups.groups)
+        consumer_groups = sorted(c.consumer.groups)
         described = c.describe_groups(DescribeGroupsRequest(groups)).result()
-        offsets = {g: c.fetch_offsets(OffsetFetchRequest(g)).result() for g in groups}
+        described_consumer = c.consumer_group_describe(ConsumerGroupDescribeRequest(consumer_groups)).result()
+        offsets = {g: c.fetch_offsets(OffsetFetchRequest(g)).result() for g in groups + consumer_groups}
         listed = c.list_groups(ListGroupsRequest()).result()
-        return len(self.log.records), groups, described, offsets, listed
+        return len(self.log.records), groups, described, described_consumer, offsets, listed
 
     def answer(self, api: str, req: Any) -> tuple[Any, bool]:
         """Send `req`; return its answer and whether it came at once (parked ones wait on the clock)."""

@@ -12,12 +12,11 @@ import os
 from typing import Any
 
 import pytest
-from rel_shard import CONFIG, Shard
+from rel_shard import CONFIG, LogThatRefuses, Shard
 
 from groupcoord.actors.service import PartitionActor
 from groupcoord.protocol import Errors, GroupConfig, GroupCoordinator, ManualClock, MemoryLog
 from groupcoord.protocol import messages as msg
-from groupcoord.protocol.log import RecordBatchTooLarge
 from groupcoord.protocol.values import OffsetAndMetadata, TopicPartition
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.compaction import CLEANED_SUFFIX
@@ -25,17 +24,6 @@ from groupcoord.storage.segment import segment_file_name
 
 HOUR_MS = 3_600_000
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
-
-
-class LogThatRefuses(MemoryLog):
-    """A MemoryLog that refuses appends (as a log refuses an oversized batch) while `refusing` is set."""
-
-    refusing = False
-
-    def append(self, records) -> int:
-        if not self.refusing:
-            return super().append(records)
-        raise RecordBatchTooLarge(f"refused {len(records)} records")
 
 
 def _ids(shard: Shard, group: str) -> list[str]:
@@ -177,9 +165,30 @@ def test_a_loop_that_cannot_go_on_fails_the_actor(tmp_path):
 # --- records before state ------------------------------------------------------------------------
 
 
+def _consumer_group(shard: Shard, group: str, member: str, leave: bool) -> None:
+    """Consumer group `group` (KIP-848) with `member` in it on topic "t", or Empty once it left."""
+    shard.coord.update_topic_metadata({"t": 2, "u": 1})
+    join = msg.ConsumerGroupHeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000,
+                                             subscribed_topic_names=["t"], topic_partitions=[])
+    assert shard.coord.consumer_group_heartbeat(join).result().error == Errors.NONE
+    if leave:
+        left = shard.coord.consumer_group_heartbeat(msg.ConsumerGroupHeartbeatRequest(group, member, -1))
+        assert left.result().error == Errors.NONE
+
+
+def _timers(shard: Shard) -> dict:
+    return shard.coord.runtime.timers.deadlines()
+
+
 def _refusal_cases(shard: Shard) -> list[tuple[str, Any, Any]]:
-    """(api, request, what a refused answer carries) for every request type that writes records."""
+    """(api, request, what a refused answer carries) for every request type that writes records.
+
+    The shard has consumer group "cg" with member "cg-a", and Empty consumer groups "cg-gone" and
+    "cg-empty" (made by _with_consumer_groups).
+    """
     opaque = [msg.MemberIdentity(m) for m in _ids(shard, "opaque")]
+    cg_join = msg.ConsumerGroupHeartbeatRequest("cg", "cg-b", 0, rebalance_timeout_ms=30_000,
+                                                subscribed_topic_names=["t", "u"], topic_partitions=[])
     return [
         ("join_group", msg.JoinGroupRequest("fresh", 10_000, 30_000, protocol_type="consumer",
                                         protocols=[("range", b"")], require_known_member_id=False),
@@ -189,12 +198,26 @@ def _refusal_cases(shard: Shard) -> list[tuple[str, Any, Any]]:
          lambda r: set(r.errors.values()).pop()),
         ("delete_offsets", msg.OffsetDeleteRequest("empty", [U0]), lambda r: r.error),
         ("delete_groups", msg.DeleteGroupsRequest(["empty"]), lambda r: r.results["empty"]),
+        ("consumer_group_heartbeat", cg_join, lambda r: r.error),
+        ("consumer_group_heartbeat", msg.ConsumerGroupHeartbeatRequest("cg", "cg-a", -1), lambda r: r.error),
+        ("delete_groups", msg.DeleteGroupsRequest(["cg-gone"]), lambda r: r.results["cg-gone"]),
+        # A classic join turns an Empty consumer group into a classic group.
+        ("join_group", msg.JoinGroupRequest("cg-empty", 10_000, 30_000, protocol_type="consumer",
+                                        protocols=[("range", b"")], require_known_member_id=False),
+         lambda r: r.error),
     ]
+
+
+def _with_consumer_groups(shard: Shard) -> Shard:
+    _consumer_group(shard, "cg", "cg-a", leave=False)
+    _consumer_group(shard, "cg-gone", "cg-x", leave=True)
+    _consumer_group(shard, "cg-empty", "cg-y", leave=True)
+    return shard
 
 
 def test_every_request_whose_records_are_refused_leaves_no_trace_and_later_requests_work():
     log = LogThatRefuses()
-    shard = Shard(log=log)
+    shard = _with_consumer_groups(Shard(log=log))
     m0 = shard.ids["@m0"]
     reads = [
         ("heartbeat", msg.HeartbeatRequest("stable", 1, m0)),
@@ -203,20 +226,23 @@ def test_every_request_whose_records_are_refused_leaves_no_trace_and_later_reque
         ("describe_groups", msg.DescribeGroupsRequest(["stable", "empty"])),
     ]
     for api, req, error_of in _refusal_cases(shard):
-        before = shard.snapshot()
+        before, timers = shard.snapshot(), _timers(shard)
         log.refusing = True
         response = getattr(shard.coord, api)(req).result()
         assert error_of(response) == Errors.UNKNOWN_SERVER_ERROR, (api, response)
         for read_api, read in reads:  # requests that write nothing are answered as usual
             assert getattr(shard.coord, read_api)(read).result() is not None
         log.refusing = False
-        assert shard.snapshot() == before, api
+        assert shard.snapshot() == before and _timers(shard) == timers, api
     # Every refused request succeeds once the log takes writes again, and the rest goes on working.
     cases = _refusal_cases(shard)
     for api, req, error_of in cases[1:] + cases[:1]:  # the join last: it waits out the initial delay
         response, _ = shard.answer(api, req)
         assert error_of(response) in (Errors.NONE, Errors.MEMBER_ID_REQUIRED), (api, response)
     assert _state(shard, "empty") == "Dead" and _state(shard, "opaque") == "Empty"
+    consumer = shard.coord.consumer.groups
+    assert "cg-gone" not in consumer and "cg-empty" not in consumer and _state(shard, "cg-empty") != "Dead"
+    assert sorted(consumer["cg"].members) == ["cg-b"]
     again = shard.coord.commit_offsets(msg.OffsetCommitRequest("empty", {T0: OffsetAndMetadata(3)})).result()
     assert set(again.errors.values()) == {Errors.NONE} and _state(shard, "empty") == "Empty"
 
