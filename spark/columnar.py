@@ -228,6 +228,10 @@ def _strings(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arr
     return arr if kind == pa.string() else arr.cast(pa.string())
 
 
+def _outside_int32(values: np.ndarray) -> bool:
+    return bool(values.min() < -(2**31) or values.max() >= 2**31)
+
+
 def decode_block(block: EntryBlock, log_partition: int) -> tuple[pa.Table, pa.Table]:
     """The offset commits and group-metadata records of `block` as COMMITS_SCHEMA and GROUPS_SCHEMA tables."""
     counts = np.frombuffer(block.record_counts, np.int64)
@@ -241,6 +245,8 @@ def decode_block(block: EntryBlock, log_partition: int) -> tuple[pa.Table, pa.Ta
         log.warning("log partition %d: record %d of a block is not in the layout the columnar decoder knows; "
                     "decoding the block record by record", log_partition, bad)
         return _decode_slowly(block, log_partition)
+    if n and _outside_int32(ints[0]) | _outside_int32(ints[2]):
+        return _decode_slowly(block, log_partition)  # which says which value does not fit
     bases = np.frombuffer(block.base_offsets, np.int64)
     first_index = np.cumsum(counts) - counts
     log_offsets = np.repeat(bases - first_index, counts) + np.arange(n, dtype=np.int64)

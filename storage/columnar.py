@@ -29,6 +29,7 @@ from .errors import CorruptLogError
 from .framing import EntryScanner
 from .fsync import FsyncFn, fsync_directory, os_fsync
 from .reader import OpenSegment, open_snapshot
+from .segment import Segment
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,18 @@ def read_export_floor(directory: str | os.PathLike[str]) -> int | None:
     except ValueError:
         log.warning("%s: unreadable %s %r; compaction is held back entirely", directory, EXPORT_FLOOR_FILE, text)
         return 0
+
+
+def exported_prefix(closed: list[Segment], active: Segment, floor: int | None) -> list[Segment]:
+    """The closed segments compaction may rewrite: all of them without a floor, else those wholly below it.
+
+    A closed segment ends where the next one starts, so it may be compacted once that base is at or
+    below the floor: the export has then taken every record it holds.
+    """
+    if floor is None:
+        return closed
+    bases = [s.base_offset for s in closed[1:]] + [active.base_offset]
+    return [seg for seg, end in zip(closed, bases, strict=True) if end <= floor]
 
 
 def write_export_floor(directory: str | os.PathLike[str], offset: int, fsync: FsyncFn = os_fsync) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 
 from groupcoord.protocol.records import Record, encode_batch
 
+from .columnar import exported_prefix, read_export_floor
 from .compaction import CompactionResult, Compactor, StepHook, recover_directory
 from .errors import CompactionError, CorruptLogError, LogClosedError, StorageError
 from .framing import EntryScanner, entry_header
@@ -320,8 +321,8 @@ class PartitionLog:
         with self._compaction_lock:
             self._check_usable()
             with self._segments_lock:
-                closed = self._segments[:-1]
-                active = self._segments[-1]
+                closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
+                active = self._segments[len(closed)]
                 active_size = active.size
             if not closed:
                 return CompactionResult()
@@ -348,7 +349,7 @@ class PartitionLog:
     def compaction_due(self) -> bool:
         """Whether enough closed bytes were never compacted (the trigger of maybe_compact)."""
         with self._segments_lock:
-            closed = self._segments[:-1]
+            closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
         total = sum(s.size for s in closed)
         dirty = sum(s.size for s in closed if not s.clean)
         return dirty > 0 and dirty >= self.min_compaction_bytes and dirty >= self.min_dirty_ratio * total
