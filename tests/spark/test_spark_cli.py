@@ -1,4 +1,4 @@
-"""`groupcoord analyze` end to end, in its own process: its own local Ray and Spark, tables and a plot."""
+"""`groupcoord export` and `groupcoord analyze` end to end, each in its own process (own Ray and Spark)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ from pathlib import Path
 from spark_history import NOW, write_history
 
 
-def test_analyze_prints_every_report_and_draws_the_plot(tmp_path):
+def test_export_then_analyze_the_history_with_a_time_range_and_an_allowed_lag(tmp_path):
     root = write_history(tmp_path / "storage")
-    plot = tmp_path / "activity.png"
+    history = tmp_path / "history"
     cli = Path(sys.executable).with_name("groupcoord")
+    exported = subprocess.run([str(cli), "export", "--storage", str(root), "--history", str(history)],
+                              capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert "184 rows in 4 files" in exported.stdout and (history / "_checkpoints").is_dir()
+    plot = tmp_path / "activity.png"
     result = subprocess.run(
-        [str(cli), "analyze", "--storage", str(root), "--now-ms", str(NOW), "--plot", str(plot)],
+        [str(cli), "analyze", "--storage", str(root), "--history", str(history), "--since", "2023-11-14T22:13:20",
+         "--until", str(NOW), "--allowed-lag", "100", "--group", "alpha", "--group", "nobody", "--plot", str(plot)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -30,7 +36,7 @@ def test_analyze_prints_every_report_and_draws_the_plot(tmp_path):
         "Generations",
     ):
         assert title in out, out
-    for status in ("STALL", "STOP", "REWIND", "WARN", "ERR"):
+    for status in ("STALL", "STOP", "REWIND", "WARN", "ERR", "NOTFOUND"):
         assert status in out
     assert plot.stat().st_size > 10_000 and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

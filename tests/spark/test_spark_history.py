@@ -46,7 +46,7 @@ def test_reports_from_the_history_are_those_of_the_logs(from_history):
 
 
 def test_spark_prunes_dates_and_pushes_the_time_range_into_the_parquet_scan(spark, exported):
-    root, history = exported
+    _, history = exported
     frames = history_frames(spark, history, since_ms=h.ms(50), until_ms=h.ms(100))
     spark.conf.set("spark.sql.maxMetadataStringLength", "4096")  # the whole scan description in the plan
     plan = frames.commits._jdf.queryExecution().executedPlan().toString()
