@@ -37,7 +37,6 @@ import pyarrow.parquet as pq
 
 from groupcoord.storage.columnar import LogPosition, read_entries, write_export_floor
 
-from .columnar import decode_block
 from .history_store import HistoryStore
 from .loader import storage_partitions
 
@@ -167,6 +166,8 @@ def export_partition(store: HistoryStore, log_partition: int, directory: str | P
                      step_records: int = DEFAULT_STEP_RECORDS, on_step: StepHook | None = None,
                      set_floor: bool = True) -> tuple[int, int, int, Checkpoint]:
     """Export one offsets partition's new records; returns (rows, files, steps, last checkpoint)."""
+    from .columnar import decode_block  # compiled on first use: imported only when exporting
+
     checkpoint = latest_checkpoint(store, log_partition)
     _recover(store, checkpoint)
     rows = files = steps = 0
