@@ -11,7 +11,7 @@ import click
 
 from ..client import ServiceError
 from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
-from .cli_export import export
+from .cli_export import export, storage_root_option
 from .cli_groups import groups, offsets, topics
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
 
@@ -155,13 +155,7 @@ def demo(short: bool, storage_path: str | None) -> None:
 
 
 @main.command()
-@click.option(
-    "--storage",
-    "storage_path",
-    type=click.Path(file_okay=False, exists=True),
-    default=None,
-    help="Storage root to analyse (default: the running service's).",
-)
+@storage_root_option("analyse")
 @click.option(
     "--report",
     "reports",

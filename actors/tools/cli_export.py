@@ -7,15 +7,15 @@ import click
 from .cli_support import CliError, connect_service, init_ray, print_table
 
 
+def storage_root_option(verb: str):
+    """The --storage option of a command that reads an existing storage root (default: the service's)."""
+    return click.option("--storage", "storage_path", type=click.Path(file_okay=False, exists=True), default=None,
+                        help=f"Storage root to {verb} (default: the running service's).")
+
+
 @click.command()
 @click.option("--history", required=True, help="Where the history lives: a directory or an fsspec URL (s3://...).")
-@click.option(
-    "--storage",
-    "storage_path",
-    type=click.Path(file_okay=False, exists=True),
-    default=None,
-    help="Storage root to export (default: the running service's).",
-)
+@storage_root_option("export")
 @click.option("--every", "every_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Export every this many seconds in a Ray actor on the cluster (default: once, here).")
 @click.option("--stop", "stop_schedule", is_flag=True, help="Stop the scheduled export of the namespace.")
