@@ -6,13 +6,14 @@
 """
 
 from .client import AdminClient, CommitFailedError, GroupCoordinatorError, GroupMember, Service, ServiceError
-from .service import connect, start, stop
+from .service import Observability, connect, start, stop
 
 __all__ = [
     "AdminClient",
     "CommitFailedError",
     "GroupCoordinatorError",
     "GroupMember",
+    "Observability",
     "Service",
     "ServiceError",
     "connect",

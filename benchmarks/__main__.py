@@ -21,6 +21,8 @@ BENCHMARKS = {
     "recovery": "benchmarks.bench_recovery",
     "memory": "benchmarks.bench_memory",
     "scale": "benchmarks.bench_scale",
+    "retention": "benchmarks.bench_retention",
+    "metrics": "benchmarks.bench_metrics",
 }
 # Runnable by name too, but not part of `all` (their own options and sizes).
 OTHERS = {"storage": "benchmarks.bench_storage", "spark": "benchmarks.bench_spark"}

@@ -250,13 +250,14 @@ def bench_config(**overrides: Any) -> GroupConfig:
 
 
 @contextlib.contextmanager
-def service(num_partitions: int, path: Path, config: GroupConfig | None = None, fsync: str = "always") -> Iterator[Any]:
+def service(num_partitions: int, path: Path, config: GroupConfig | None = None, fsync: str = "always",
+            observability: Any = None) -> Iterator[Any]:
     """A groupcoord service in its own namespace over `path`, stopped (actors killed) afterwards."""
     from groupcoord.actors import start, stop
 
     namespace = f"gc-bench-{uuid.uuid4().hex[:8]}"
     svc = start(num_partitions=num_partitions, storage_path=str(path), namespace=namespace, fsync=fsync,
-                config=config)
+                config=config, observability=observability)
     try:
         yield svc
     finally:
@@ -289,6 +290,13 @@ def read_rss(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def read_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process on this machine has used so far, in seconds (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- callers: the same client code against an actor or the in-process shard ------------------
@@ -391,7 +399,9 @@ async def open_local_partition(path: Path, num_partitions: int = 1, partition: i
     PartitionLog and fsync policy, minus Ray: the in-process baseline of every benchmark.
     """
     from groupcoord.actors.service import PartitionActor
+    from groupcoord.storage import StorageRoot
 
+    StorageRoot(path, num_partitions)  # as start() does: a partition only opens an existing root
     p = PartitionActor(partition, num_partitions, str(path), fsync, config)
     while not await p.is_loaded():
         await asyncio.sleep(0.005)

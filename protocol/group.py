@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
@@ -40,48 +41,22 @@ class IllegalStateTransition(RuntimeError):
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
+@dataclass(slots=True, eq=False)
 class Member:
     """A group member: identity, timeouts, protocols, assignment and its parked requests."""
 
-    __slots__ = (
-        "assignment",
-        "awaiting_join",
-        "awaiting_sync",
-        "client_host",
-        "client_id",
-        "group_instance_id",
-        "is_new",
-        "member_id",
-        "protocol_type",
-        "protocols",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-    )
-
-    def __init__(
-        self,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        assignment: bytes = b"",
-    ) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
-        self.assignment = assignment
-        self.awaiting_join: Deferred[JoinGroupResponse] | None = None
-        self.awaiting_sync: Deferred[SyncGroupResponse] | None = None
-        self.is_new = False
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    awaiting_join: Deferred[JoinGroupResponse] | None = field(default=None, init=False)
+    awaiting_sync: Deferred[SyncGroupResponse] | None = field(default=None, init=False)
+    is_new: bool = field(default=False, init=False)
 
     @property
     def is_static(self) -> bool:
@@ -145,6 +120,7 @@ class ClassicGroup:
         self.pending_sync_members: set[str] = set()
         self.num_awaiting_join = 0
         self.new_member_added = False
+        self.rebalance_started_ms: int | None = None  # when the current rebalance began (in memory only)
         self._protocol_counts: Counter[str] = Counter()
 
     # --- state ---------------------------------------------------------------------------

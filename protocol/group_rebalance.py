@@ -74,7 +74,11 @@ class GroupRebalancer(GroupStore):
         self.rt.timers.cancel(_sync_key(group.group_id))
         initial = group.in_state(EMPTY)
         group.transition_to(PREPARING, self.rt.now())
-        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason)
+        self.rt.stats.rebalances += 1
+        if group.rebalance_started_ms is None:
+            group.rebalance_started_ms = self.rt.now()  # a restarted rebalance keeps its first start
+        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason,
+                 extra={"group": group.group_id})
         group_id = group.group_id
         if initial:
             delay = self.config.initial_rebalance_delay_ms
@@ -85,14 +89,14 @@ class GroupRebalancer(GroupStore):
         else:
             self.rt.timers.schedule(
                 _join_key(group_id),
-                self.rt.now() + group.rebalance_timeout_ms(),
+                self.rt.monotonic() + group.rebalance_timeout_ms(),
                 lambda: self._complete_join_by_id(group_id),
             )
 
     def _schedule_initial_join(self, group_id: str, delay: int, remaining: int) -> None:
         self.rt.timers.schedule(
             _join_key(group_id),
-            self.rt.now() + delay,
+            self.rt.monotonic() + delay,
             lambda: self._initial_join_expired(group_id, delay, remaining),
         )
 
@@ -124,16 +128,19 @@ class GroupRebalancer(GroupStore):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined remain: wait another rebalance timeout.
-            log.warning("group %s could not complete its rebalance: no member rejoined", group_id)
+            log.warning("group %s could not complete its rebalance: no member rejoined", group_id,
+                        extra={"group": group_id})
             self.rt.timers.schedule(
                 _join_key(group_id),
-                self.rt.now() + group.rebalance_timeout_ms(),
+                self.rt.monotonic() + group.rebalance_timeout_ms(),
                 lambda: self._complete_join_by_id(group_id),
             )
             return
         group.init_next_generation(self.rt.now())
         if group.in_state(EMPTY):
-            log.info("group %s with generation %d is now empty", group_id, group.generation_id)
+            group.rebalance_started_ms = None
+            log.info("group %s with generation %d is now empty", group_id, group.generation_id,
+                     extra={"group": group_id})
             self.rt.append([self.group_record(group)])
             return
         log.info(
@@ -141,6 +148,7 @@ class GroupRebalancer(GroupStore):
             group_id,
             group.generation_id,
             len(group.members),
+            extra={"group": group_id},
         )
         for member in group.members.values():
             join = group.take_join(member)
@@ -152,7 +160,7 @@ class GroupRebalancer(GroupStore):
         generation = group.generation_id
         self.rt.timers.schedule(
             _sync_key(group_id),
-            self.rt.now() + group.rebalance_timeout_ms(),
+            self.rt.monotonic() + group.rebalance_timeout_ms(),
             lambda: self._expire_pending_sync(group_id, generation),
         )
 
@@ -166,7 +174,8 @@ class GroupRebalancer(GroupStore):
                 member = group.members.get(member_id)
                 if member is not None:
                     self._drop_member(group, member, answer=Errors.UNKNOWN_MEMBER_ID)
-            log.info("group %s removed members that did not sync in time: %s", group_id, late)
+            log.info("group %s removed members that did not sync in time: %s", group_id, late,
+                     extra={"group": group_id})
             self._prepare_rebalance(group, "pending sync expired")
 
     def _reset_and_propagate_assignment(self, group: ClassicGroup, error: Errors) -> None:
@@ -214,7 +223,7 @@ class GroupRebalancer(GroupStore):
         """(Re)arm the session timer of a member, or of a pending member id, to expire in `timeout_ms`."""
         self.rt.timers.schedule(
             _heartbeat_key(group_id, member_id),
-            self.rt.now() + timeout_ms,
+            self.rt.monotonic() + timeout_ms,
             lambda: self._expire_heartbeat(group_id, member_id),
         )
 
@@ -226,7 +235,8 @@ class GroupRebalancer(GroupStore):
         if group is None or group.in_state(DEAD):
             return
         if group.is_pending_member(member_id):
-            log.info("pending member %s of group %s expired", member_id, group_id)
+            log.info("pending member %s of group %s expired", member_id, group_id,
+                     extra={"group": group_id, "member": member_id})
             group.remove(member_id)
             if group.in_state(PREPARING) and group.has_all_members_joined():
                 self._complete_join(group)
@@ -234,7 +244,9 @@ class GroupRebalancer(GroupStore):
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
-        log.info("member %s of group %s failed its session; removing it", member_id, group_id)
+        log.info("member %s of group %s failed its session; removing it", member_id, group_id,
+                 extra={"group": group_id, "member": member_id})
+        self.rt.stats.session_expirations += 1
         self._remove_member_and_update_group(group, member, f"session of {member_id} expired")
 
     def _cancel_group_timers(self, group: ClassicGroup) -> None:

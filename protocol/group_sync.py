@@ -50,14 +50,15 @@ class SyncGroupHandler(GroupRebalancer):
             assignments = {mid: bytes(req.assignments.get(mid, b"")) for mid in group.members}
             missing = [mid for mid in group.members if mid not in req.assignments]
             if missing:
-                log.warning("leader of %s sent no assignment for %s; they get empty ones", group.group_id, missing)
+                log.warning("leader of %s sent no assignment for %s; they get empty ones", group.group_id, missing,
+                            extra={"group": group.group_id, "member": req.member_id})
             generation = group.generation_id
             try:
                 self.rt.append([self.group_record(group, assignments)])
             except RecordBatchTooLarge as e:
                 # Java: every parked SyncGroup gets the error, and the group rebalances.
                 log.error("group %s: the assignment of generation %d cannot be stored: %s", group.group_id,
-                          generation, e)
+                          generation, e, extra={"group": group.group_id, "member": req.member_id})
                 self._reset_and_propagate_assignment(group, Errors.UNKNOWN_SERVER_ERROR)
                 self._maybe_prepare_rebalance_or_complete_join(group, "the group's assignment is too large to store")
                 return result
@@ -83,7 +84,17 @@ class SyncGroupHandler(GroupRebalancer):
         for mid, member in group.members.items():
             member.assignment = assignments.get(mid, b"")
         group.transition_to(STABLE, self.rt.now())
+        self._record_completed_rebalance(group)
         self._propagate_assignment(group, Errors.NONE)
+
+    def _record_completed_rebalance(self, group: ClassicGroup) -> None:
+        """Count a rebalance that reached Stable, and how long it took from its first join."""
+        stats = self.rt.stats
+        stats.completed_rebalances += 1
+        started = group.rebalance_started_ms
+        if started is not None:
+            stats.rebalance_durations_ms.append(max(0, self.rt.now() - started))
+        group.rebalance_started_ms = None
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

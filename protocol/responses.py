@@ -91,6 +91,26 @@ _ERROR_RESPONSES: dict[str, Callable[[Any, Errors], Any]] = {
 APIS = tuple(_ERROR_RESPONSES)
 
 
+def response_error(response: Any) -> Errors:
+    """The error a response carries: its top-level code, else the first per-item one that is not NONE."""
+    error = getattr(response, "error", None)
+    if error is not None and error != Errors.NONE:
+        return error
+    items: Any = ()
+    if hasattr(response, "errors"):  # OffsetCommit, OffsetDelete
+        items = response.errors.values()
+    elif hasattr(response, "results"):  # DeleteGroups
+        items = response.results.values()
+    elif hasattr(response, "groups") and not hasattr(response, "error"):  # DescribeGroups
+        items = (g.error for g in response.groups)
+    elif hasattr(response, "members"):  # LeaveGroup's per-member answers
+        items = (m.error for m in response.members if hasattr(m, "error"))
+    for item in items:
+        if item != Errors.NONE:
+            return item
+    return Errors.NONE if error is None else error
+
+
 def error_response(api: str, req: Any, error: Errors) -> Any:
     """The response of `api` (a GroupCoordinator method name) that carries `error` for `req`."""
     return _ERROR_RESPONSES[api](req, error)

@@ -6,11 +6,12 @@ import logging
 from collections import deque
 from typing import Callable, Sequence, TypeVar
 
-from .clock import Clock
+from .clock import Clock, monotonic_ms_of
 from .deferred import Deferred
 from .log import RecordLog
 from .purgatory import Purgatory
 from .records import Record
+from .stats import ShardStats
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +28,17 @@ class ShardRuntime:
 
     def __init__(self, clock: Clock, log: RecordLog, replay: Callable[[Record], None]) -> None:
         self.clock = clock
+        self.monotonic = monotonic_ms_of(clock)
         self.log = log
         self.timers = Purgatory()
+        self.stats = ShardStats()
         self._replay = replay
         self._end = log.durable_offset
         self._durable = log.durable_offset
         self._waiters: deque[tuple[int, Callable[[], None]]] = deque()
 
     def now(self) -> int:
-        """The current time in milliseconds."""
+        """The wall-clock time in milliseconds: for what is recorded (commit and state timestamps)."""
         return self.clock.now_ms()
 
     def append(self, records: Sequence[Record]) -> int:
@@ -87,6 +90,10 @@ class ShardRuntime:
         while waiters and waiters[0][0] <= self._durable:
             _, action = waiters.popleft()
             action()
+
+    def waiting(self) -> int:
+        """How many responses and actions wait for durability."""
+        return len(self._waiters)
 
     def has_waiters(self) -> bool:
         """Whether any response or action still waits for durability."""

@@ -15,7 +15,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from groupcoord.storage.fsync import fsync_directory, os_fsync
+from groupcoord.storage.fileops import OS_FILES
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,10 @@ class HistoryStore:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os_fsync(f.fileno())
+            OS_FILES.fsync(f.fileno())
         if atomic:
             os.replace(tmp, target)
-        fsync_directory(directory)
+        OS_FILES.fsync_directory(directory)
 
     def read_bytes(self, relative: str) -> bytes:
         """The contents of a file."""
@@ -86,7 +86,7 @@ class HistoryStore:
         source, target = self.path(relative), self.path(new_relative)
         if self.local:
             os.replace(source, target)
-            fsync_directory(Path(target).parent)
+            OS_FILES.fsync_directory(Path(target).parent)
         else:
             self.fs.mv(source, target)
 

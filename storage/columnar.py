@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CorruptLogError
+from .fileops import OS_FILES, FileOps, replace_file_durably
 from .framing import EntryScanner
-from .fsync import FsyncFn, fsync_directory, os_fsync
 from .reader import OpenSegment, open_snapshot
 from .segment import Segment
+from .writer import read_epoch
 
 log = logging.getLogger(__name__)
 
 EXPORT_FLOOR_FILE = "export.floor"
-WRITER_EPOCH_FILE = "writer.epoch"
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,8 @@ class EntryBlock:
 
 
 def writer_epoch(directory: str | os.PathLike[str]) -> int:
-    """The partition's writer epoch as recorded in its directory (0 when the log records none)."""
-    try:
-        return int(Path(directory, WRITER_EPOCH_FILE).read_text().strip() or 0)
-    except (FileNotFoundError, ValueError):
-        return 0
+    """The partition's writer epoch as storage.writer records it (0 when no writer ever opened the log)."""
+    return read_epoch(Path(directory))
 
 
 def read_export_floor(directory: str | os.PathLike[str]) -> int | None:
@@ -102,16 +99,9 @@ def exported_prefix(closed: list[Segment], active: Segment, floor: int | None) -
     return [seg for seg, end in zip(closed, bases, strict=True) if end <= floor]
 
 
-def write_export_floor(directory: str | os.PathLike[str], offset: int, fsync: FsyncFn = os_fsync) -> None:
-    """Record that the export has taken every record below `offset` (atomically, durably)."""
-    directory = Path(directory)
-    tmp = directory / (EXPORT_FLOOR_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(f"{int(offset)}\n")
-        f.flush()
-        fsync(f.fileno())
-    os.replace(tmp, directory / EXPORT_FLOOR_FILE)
-    fsync_directory(directory, fsync)
+def write_export_floor(directory: str | os.PathLike[str], offset: int, files: FileOps = OS_FILES) -> None:
+    """Record that the export has taken every record below `offset` (atomically, durably, through `files`)."""
+    replace_file_durably(files, Path(directory, EXPORT_FLOOR_FILE), f"{int(offset)}\n".encode())
 
 
 def _first_segment(opened: list[OpenSegment], offset: int) -> int:

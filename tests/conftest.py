@@ -16,7 +16,10 @@ def ensure_local_ray():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="groupcoord-tests")
+        # address="local": always a fresh instance of our own, never a cluster someone else started with
+        # `ray start` on this machine (ray.init() would connect to that one).
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 namespace="groupcoord-tests")
     return ray
 
 

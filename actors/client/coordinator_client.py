@@ -57,6 +57,20 @@ def normalize_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
     }
 
 
+class PendingCall:
+    """A request sent to the coordinator actor whose answer has not been collected yet."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def result(self, timeout_s: float) -> Any:
+        """The answer, waiting up to `timeout_s`; TimeoutError if it has not come by then."""
+        try:
+            return ray.get(self.ref, timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"no answer within {timeout_s:.3f} s") from None
+
+
 class CoordinatorClient:
     """Sends a group's requests to its partition actor, finding it again after failures."""
 
@@ -96,6 +110,14 @@ class CoordinatorClient:
         if method in COALESCED_APIS:
             return self.coalescer().call(method, request, timeout)
         return ray.get(getattr(self.handle, method).remote(request), timeout=timeout)
+
+    def describe_topics(self, topics: list[str]) -> dict[str, dict]:
+        """The router's facts about these topics (their partition counts), for the group's leader."""
+        return ray.get(self.service.router.describe_topics.remote(topics), timeout=self.request_timeout_s)
+
+    def submit(self, method: str, request: Any) -> "PendingCall":
+        """Send one request to the coordinator without waiting; its answer is collected later."""
+        return PendingCall(getattr(self.handle, method).remote(request))
 
     def coalescer(self) -> RequestCoalescer:
         """This process's coalescer for the group's current partition actor."""

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import ray
 
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.storage import StorageRoot
+from groupcoord.storage import StorageError, StorageRoot
+from groupcoord.storage.fileops import OS_FILES
+from groupcoord.storage.root import PARTITION_DIR_PREFIX, ROOT_LOCK_FILE
+from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
+from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
 from .router import RouterActor
-from .spec import ServiceSpec
+from .spec import Observability, ServiceSpec
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +62,32 @@ def start(
     address: str | None = None,
     config: GroupConfig | None = None,
     wait_ready_s: float = 120.0,
+    observability: Observability | None = None,
 ) -> Service:
-    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs."""
+    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
+
+    `observability` switches the Ray metrics on or off and sets their interval and the log format.
+    ServiceError naming the path, touching nothing there, for a storage root another running service
+    holds, a directory that is neither empty nor a groupcoord root, or a root listing a partition
+    whose directory is missing.
+    """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
     if fsync not in FSYNC_POLICIES:
         raise ServiceError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+    observability = observability or Observability()
+    if observability.log_format not in LOG_FORMATS:
+        raise ServiceError(f"log_format must be one of {LOG_FORMATS}, got {observability.log_format!r}")
+    if not observability.interval_s > 0 or not observability.lag_interval_s > 0:
+        raise ServiceError("the metrics interval and the lag interval must be positive (seconds)")
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
-    try:
-        StorageRoot(storage_path, num_partitions)
-    except Exception as e:
-        raise ServiceError(str(e)) from e
+    if _running_router(namespace) is None:
+        _check_storage(storage_path, num_partitions)
     router = (
         ray.remote(RouterActor)
         .options(**_router_options(namespace))
-        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig()))
+        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig(), observability))
     )
     info = ray.get(router.info.remote())
     if info["error"]:
@@ -85,6 +101,32 @@ def start(
     if not ray.get(router.wait_ready.remote(wait_ready_s)):
         raise ServiceError(f"partitions did not load their logs within {wait_ready_s} s")
     return _handle(router, info)
+
+
+def _running_router(namespace: str) -> Any | None:
+    try:
+        return ray.get_actor(ROUTER_NAME, namespace=namespace)
+    except ValueError:
+        return None
+
+
+def _check_storage(storage_path: str, num_partitions: int) -> None:
+    """Refuse (touching nothing) a root another service holds, a foreign directory, a root missing a partition."""
+    try:
+        root = StorageRoot(storage_path, num_partitions, create=True)
+        missing = root.missing_partitions()
+        if not missing:
+            root.unlock_service(root.lock_for_service())  # the new service's router takes it for good
+    except (StorageError, OSError) as e:
+        raise ServiceError(str(e)) from e
+    if missing:
+        dirs = ", ".join(str(root.partition_dir(p)) for p in missing)
+        raise ServiceError(
+            f"storage root {storage_path} holds partitions {missing} whose directories are missing ({dirs}): their "
+            f"logs are lost or this node does not see the storage. Refusing to serve them empty; if they are gone "
+            f"for good, StorageRoot({storage_path!r}, {num_partitions}).recover_lost_partition(p) starts each "
+            f"empty, losing its committed offsets and groups"
+        )
 
 
 def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> Service:
@@ -113,10 +155,32 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> bool:
     """Stop the service's actors (its data stays on disk); False if none was running."""
     if not ray.is_initialized():
         _ensure_ray(None, namespace)
-    try:
-        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
-    except ValueError:
+    router = _running_router(namespace)
+    if router is None:
         return False
+    info = ray.get(router.info.remote())
     ray.get(router.stop_partitions.remote())
     ray.kill(router, no_restart=True)
+    _wait_storage_released(info["storage_path"], info["num_partitions"])
     return True
+
+
+def _wait_storage_released(storage_path: str, num_partitions: int, timeout_s: float = 30.0) -> None:
+    """Wait until the killed actors' processes let go of the root and partition locks (seen from this node)."""
+    root = Path(storage_path)
+    locks = [root / ROOT_LOCK_FILE] + [root / f"{PARTITION_DIR_PREFIX}{p}" / LOCK_FILE for p in range(num_partitions)]
+    pending = [path for path in locks if path.exists()]
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        still = []
+        for path in pending:
+            handle = OS_FILES.lock(path)
+            if handle is None:
+                still.append(path)
+            else:
+                OS_FILES.unlock(handle)
+        pending = still
+        if pending:
+            time.sleep(0.02)
+    if pending:
+        log.warning("stopped, but %s still locked after %.0f s", pending[0], timeout_s)

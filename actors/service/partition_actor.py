@@ -16,8 +16,11 @@ from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.messages import ListGroupsRequest
 from groupcoord.protocol.responses import APIS, error_response
 
+from .logs import configure_service_logging
+from .names import ROUTER_NAME
 from .partition_runtime import PartitionRuntime
-from .spec import ServiceSpec
+from .spec import Observability, ServiceSpec
+from .telemetry import PartitionTelemetry
 
 # `batch` yields to the event loop after this long, so that a big batch does not hold up other callers.
 _BATCH_YIELD_S = 0.002
@@ -47,11 +50,20 @@ class PartitionActor:
         fsync: str = "always",
         config: GroupConfig | None = None,
         namespace: str | None = None,
+        observability: Observability | None = None,
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
-        spec = ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig())
+        options = observability or Observability()
+        if namespace is not None:  # a service's actor, alone in its process: its logs carry its partition
+            configure_service_logging(partition, options.log_format, options.log_level)
+        spec = ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig(), options)
         self.runtime = PartitionRuntime(partition, spec)
+        self.telemetry = PartitionTelemetry(
+            partition, self.runtime, options, self._topic_end_offsets if namespace is not None else None
+        )
+        self.runtime.on_flushed = self.telemetry.flushed
+        self.runtime.supervisor.start("metrics", self.telemetry.turn, options.interval_s)
         self._started = time.time()
 
     # --- the request path --------------------------------------------------------------------
@@ -69,8 +81,11 @@ class PartitionActor:
         return getattr(coord, api)(req)
 
     async def _call(self, api: str, req: Any) -> Any:
+        started = time.perf_counter()
         result = self._start(api, req)
-        return await self.runtime.wait(result) if isinstance(result, Deferred) else result
+        response = await self.runtime.wait(result) if isinstance(result, Deferred) else result
+        self.telemetry.request(api, req, response, time.perf_counter() - started)
+        return response
 
     async def list_groups(self, req: ListGroupsRequest | None = None) -> Any:
         """Kafka's ListGroups over this partition's groups (every group when `req` is None)."""
@@ -84,6 +99,7 @@ class PartitionActor:
         """
         if not all(type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
             raise ValueError(f"a batch holds (api, request) pairs with api one of {sorted(_BATCH_APIS)}")
+        arrived = time.perf_counter()
         results: list[Any] = []
         started = False  # whether the shard produced a Deferred since the last kick
         deadline = time.perf_counter() + _BATCH_YIELD_S
@@ -101,7 +117,9 @@ class PartitionActor:
         pending = [r for r in results if isinstance(r, Deferred)]
         if pending:
             await self.runtime.wait_all(pending)
-        return [r.result() if isinstance(r, Deferred) else r for r in results]
+        responses = [r.result() if isinstance(r, Deferred) else r for r in results]
+        self.telemetry.requests(calls, responses, time.perf_counter() - arrived)
+        return responses
 
     # --- operations ------------------------------------------------------------------------------
 
@@ -110,24 +128,49 @@ class PartitionActor:
         return self.runtime.coord is not None
 
     async def status(self) -> dict:
-        """Facts for `groupcoord status`: node, load time, groups, log size."""
+        """Facts for `groupcoord status`: node, load time, groups by state, members, commit rate, log, compaction."""
         import ray
 
         rt = self.runtime
         coord = rt.coord
+        gauges = coord.gauges() if coord is not None else None
+        context = ray.get_runtime_context()
         return {
             "partition": self.partition,
-            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_id": context.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
             "pid": os.getpid(),
             "loaded": coord is not None,
             "load_ms": rt.load_ms,
             "load_cpu_ms": rt.load_cpu_ms,
             "records_replayed": rt.records_replayed,
-            "groups": len(coord.groups.groups) if coord is not None else 0,
+            "groups": gauges.groups if gauges is not None else 0,
+            "groups_by_state": dict(gauges.groups_by_state) if gauges is not None else {},
+            "members": gauges.members if gauges is not None else 0,
+            "offsets": gauges.offsets if gauges is not None else 0,
+            "offset_commits": coord.stats.offset_commits if coord is not None else 0,
+            "commit_rate": self.telemetry.commit_rate(),
             "log_end_offset": coord.runtime.end_offset if coord is not None else None,
             "log_bytes": rt.log_bytes(),
+            "last_compaction": self.telemetry.last_compaction(),
+            "loop_failures": rt.loop_failures(),
             "uptime_s": time.time() - self._started,
         }
+
+    async def _topic_end_offsets(self) -> dict:
+        """The topics' end offsets from the router's registry, for consumer lag."""
+        import ray
+
+        router = ray.get_actor(ROUTER_NAME, namespace=self.runtime.spec.namespace)
+        return await router.describe_topics.remote()
+
+    async def set_metrics(self, on: bool) -> bool:
+        """Turn this partition's Ray metrics off or back on at runtime; returns whether they are on now.
+
+        They can only come back on where the service was started with metrics; counters resume
+        from the shard's totals, so nothing counted meanwhile is lost.
+        """
+        return self.telemetry.set_recording(on)
 
     async def crash(self) -> None:
         """End this process at once, as a crash would (for fault tests and the demo)."""

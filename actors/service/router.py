@@ -25,6 +25,7 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
+from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
 from .spec import ServiceSpec
@@ -52,6 +53,7 @@ class RouterActor:
     """Creates (or finds) the partition actors of a service and answers directory and admin calls."""
 
     def __init__(self, spec: ServiceSpec) -> None:
+        configure_service_logging(None, spec.observability.log_format, spec.observability.log_level)
         self.spec = spec
         self.namespace = spec.namespace
         self.storage_path = storage_path = spec.storage_path
@@ -60,8 +62,10 @@ class RouterActor:
         self.failures: dict[int, tuple[float, str]] = {}  # partition -> (when, why) of its last failure
         self.partitions: list[Any] = []
         self.topics: TopicRegistry | None = None
+        self._root_lock: int | None = None
         try:
-            StorageRoot(storage_path, num_partitions)
+            root = StorageRoot(storage_path, num_partitions, create=False)
+            self._root_lock = root.lock_for_service()  # held for the router's life: one service per root
             self.topics = TopicRegistry(storage_path)
         except Exception as e:
             # Failing here would make Ray restart the router forever; report it instead.
@@ -71,7 +75,7 @@ class RouterActor:
         remote_cls = ray.remote(PartitionActor)
         self.partitions = [
             remote_cls.options(**partition_actor_options(i, spec.namespace)).remote(
-                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace
+                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace, spec.observability
             )
             for i in range(num_partitions)
         ]

@@ -8,11 +8,23 @@ from groupcoord.protocol.config import GroupConfig
 
 
 @dataclass(frozen=True)
+class Observability:
+    """How a service reports itself: Ray metrics on or off and how often they are published, and its logs."""
+
+    metrics: bool = True  # export groupcoord_* metrics through ray.util.metrics
+    interval_s: float = 5.0  # how often the shard's counters and gauges are published
+    lag_interval_s: float = 15.0  # how often consumer lag is computed from the topics' end offsets
+    log_format: str = "text"  # "text" (key=value context) or "json" (one JSON object per line)
+    log_level: str = "INFO"
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
-    """A service's namespace, storage root, partition count, fsync policy and group settings."""
+    """A service's namespace, storage root, partition count, fsync policy, group settings and observability."""
 
     namespace: str | None  # where the router is named; None for a partition run outside a service
     storage_path: str
     num_partitions: int
     fsync: str = "always"
     config: GroupConfig = field(default_factory=GroupConfig)
+    observability: Observability = field(default_factory=Observability)

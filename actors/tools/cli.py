@@ -11,9 +11,11 @@ import click
 
 from ..client import ServiceError
 from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
+from ..service.logs import LOG_FORMATS
 from .cli_export import export, storage_root_option
 from .cli_groups import groups, offsets, topics
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
+from .quiet import configure_output, ensure_ray
 
 namespace_option = click.option(
     "--namespace",
@@ -30,10 +32,12 @@ address_option = click.option(
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @namespace_option
 @address_option
+@click.option("-v", "--verbose", is_flag=True, help="Show Ray's and Spark's own log lines too.")
 @click.pass_context
-def main(ctx: click.Context, namespace: str, address: str | None) -> None:
+def main(ctx: click.Context, namespace: str, address: str | None, verbose: bool) -> None:
     """A Kafka-style consumer-group coordinator on Ray."""
-    ctx.obj = {"namespace": namespace, "address": address}
+    configure_output(verbose)
+    ctx.obj = {"namespace": namespace, "address": address, "verbose": verbose}
 
 
 def _start_local_ray() -> None:
@@ -68,10 +72,15 @@ def _start_local_ray() -> None:
     help="Storage root; a shared file system path on a multi-node cluster.",
 )
 @click.option("--fsync", type=click.Choice(FSYNC_POLICIES), default="always", show_default=True)
+@click.option("--metrics/--no-metrics", default=True, show_default=True,
+              help="Export groupcoord_* metrics through Ray's metrics agents (Prometheus).")
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
+              help="The service's log lines: text, or one JSON object per line.")
 @namespace_option
 @address_option
 @click.pass_context
-def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None) -> None:
+def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str, namespace: str,
+          address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -85,7 +94,8 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: st
         _start_local_ray()
         init_ray("auto", namespace)
     try:
-        svc = service.start(num_partitions, storage_path, namespace, fsync)
+        observability = service.Observability(metrics=metrics, log_format=log_format)
+        svc = service.start(num_partitions, storage_path, namespace, fsync, observability=observability)
     except ServiceError as e:
         raise CliError(str(e)) from None
     click.echo(
@@ -107,33 +117,20 @@ def stop(ctx) -> None:
 
 
 @main.command()
+@click.option("--watch", "-w", is_flag=True, help="Refresh the view until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="Seconds between refreshes with --watch.")
+@click.option("--count", type=click.IntRange(min=1), default=None, hidden=True, help="Stop after N refreshes (tests).")
 @click.pass_context
-def status(ctx) -> None:
-    """Partitions, the node each runs on, groups per partition, load time and log size."""
+def status(ctx, watch: bool, interval: float, count: int | None) -> None:
+    """Partitions, where each runs, groups by state, members, commit rate, log size, last compaction."""
     import ray
 
+    from .cli_status import show_status
+
     svc = connect_service(ctx.obj["address"], ctx.obj["namespace"])
-    rows = []
-    for s in ray.get(svc.router.status.remote()):
-        rows.append(
-            [
-                s["partition"],
-                (s.get("node_id") or "")[:12],
-                "yes" if s.get("loaded") else "no",
-                s.get("groups"),
-                None if s.get("load_ms") is None else f"{s['load_ms']:.0f}",
-                s.get("records_replayed"),
-                s.get("log_end_offset"),
-                s.get("log_bytes"),
-                s.get("error") or s.get("last_failure"),
-            ]
-        )
-    click.echo(f"namespace {svc.namespace!r}, storage {svc.storage_path}")
-    print_table(
-        None,
-        ["PARTITION", "NODE", "LOADED", "GROUPS", "LOAD-MS", "REPLAYED", "LOG-END", "LOG-BYTES", "ERROR"],
-        rows,
-    )
+    header = f"namespace {svc.namespace!r}, storage {svc.storage_path}, {svc.num_partitions} partitions"
+    show_status(lambda: ray.get(svc.router.status.remote()), header, watch, interval, count)
 
 
 @main.command()
@@ -191,9 +188,12 @@ def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, exe
 
     if storage_path is None:
         storage_path = connect_service(ctx.obj["address"], ctx.obj["namespace"]).storage_path
+    ensure_ray(ctx.obj["address"])
     rendered = run_analysis(
         storage_path,
-        spark_options=SparkOptions(num_executors=executors, executor_memory=executor_memory),
+        spark_options=SparkOptions(
+            num_executors=executors, executor_memory=executor_memory, quiet=not ctx.obj["verbose"]
+        ),
         ray_address=ctx.obj["address"],
         now_ms=now_ms,
         window=window,

@@ -21,8 +21,10 @@ from benchmarks import (  # noqa: E402
     bench_commits,
     bench_heartbeats,
     bench_memory,
+    bench_metrics,
     bench_rebalance,
     bench_recovery,
+    bench_retention,
     bench_scale,
     common,
 )
@@ -109,3 +111,22 @@ def test_scale(ray_local, tmp_path):
     for lv in r["levels"]:
         assert lv["errors"] == 0 and lv["commits_per_s"]["median"] > 0
         assert sum(lv["groups_per_partition"]) == lv["groups"] + warm_up
+
+
+def test_metrics(ray_local, tmp_path):
+    r = tiny(bench_metrics, tmp_path)
+    assert [m["coalesced"] for m in r["modes"]] == [False, True]
+    assert r["request_cost_us"]["on"]["median"] > r["request_cost_us"]["off"]["median"] > 0
+    for m in r["modes"]:
+        assert m["errors"] == 0 and m["wrong_after_fetch"] == 0
+        assert m["off"]["median"] > 0 and m["on"]["median"] > 0 and m["ratio"]["n"] == r["sizes"]["trials"]
+        assert m["cpu_us_per_request"]["on"]["median"] > 0 and m["cpu_ratio"]["n"] == r["sizes"]["trials"]
+
+
+def test_retention(tmp_path):
+    r = tiny(bench_retention, tmp_path)
+    phases = r["phases"]
+    assert set(phases) == {"no sweep", "bounded sweep", "one-turn sweep"}
+    assert all(p["count"]["median"] >= 1 for p in phases.values())
+    n = r["sizes"]["offsets"]
+    assert phases["bounded sweep"]["expired"]["median"] == phases["one-turn sweep"]["expired"]["median"] == n

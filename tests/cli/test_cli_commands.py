@@ -39,6 +39,24 @@ def test_start_status_and_topics(svc):
     assert "orders" in listed and " 4 " in listed
 
 
+def test_status_shows_groups_by_state_offsets_and_commit_rate(svc):
+    admin = AdminClient(svc)
+    admin.alter_group_offsets("watched", {TopicPartition("orders", p): OffsetAndMetadata(5) for p in range(3)})
+    once = run("status").output
+    header = next(line for line in once.splitlines() if line.startswith("PARTITION"))
+    assert header.split()[4:10] == ["GROUPS", "EMPTY", "PREPARING", "COMPLETING", "STABLE", "DEAD"]
+    assert "3/3 partitions loaded" in once and "Empty" in once
+    p, _ = svc.find_coordinator("watched")
+    row = next(line.split() for line in once.splitlines() if line.split()[:1] == [str(p)])
+    assert int(row[column(header, "OFFSETS")]) >= 3 and int(row[column(header, "EMPTY")]) >= 1
+    watched = run("status", "--watch", "--interval", "0.1", "--count", "2").output
+    assert "PARTITION" in watched and "commits/s" in watched
+
+
+def column(header: str, name: str) -> int:
+    return header.split().index(name)
+
+
 def test_groups_list_describe_and_delete(svc):
     admin = AdminClient(svc)
     admin.alter_group_offsets("reporting", {TopicPartition("orders", 0): OffsetAndMetadata(60)})
@@ -80,7 +98,8 @@ def test_reset_is_refused_on_a_group_with_members(svc):
     AdminClient(svc).create_topic("busy", 1)
     member = GroupMember(svc, "busy-group", topics=["busy"], session_timeout_ms=10000, heartbeat_interval_ms=500)
     try:
-        member.poll()
+        while not member.poll(100):  # poll returns by its deadline; the member owns the partition once joined
+            pass
         result = run("offsets", "reset", "busy-group", "--topic", "busy", "--to-earliest", "--execute", ok=False)
         assert result.exit_code == 1
         assert "must be Empty" in result.output and "Traceback" not in result.output

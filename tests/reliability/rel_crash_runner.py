@@ -36,12 +36,16 @@ def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: floa
         stderr=subprocess.PIPE,
         text=True,
     )
+    # The run starts once the writer has opened (recovered) its log and says so: on a loaded machine
+    # starting Python and importing take longer than a whole run, and a kill then tests nothing.
+    opened = proc.stdout.readline() if proc.stdout is not None else ""
     deadline = time.monotonic() + run_s
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     self_killed = proc.poll() is not None
     proc.kill()
     out, err = proc.communicate()
+    out = opened + out
     assert proc.returncode == -9, f"writer died by itself (status {proc.returncode}):\n{err[-3000:]}"
     acked = [int(line) for line in out.split() if line.isdigit()]
     return max(acked, default=0), self_killed

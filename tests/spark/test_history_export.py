@@ -18,6 +18,7 @@ from groupcoord.spark.history_store import HistoryStore
 from groupcoord.spark.loader import load_local
 from groupcoord.storage import PartitionLog, StorageRoot, read_partition
 from groupcoord.storage.columnar import EXPORT_FLOOR_FILE, LogPosition, read_entries, read_export_floor
+from groupcoord.storage.writer import read_epoch
 
 T0 = h.T0
 
@@ -151,7 +152,8 @@ def test_compaction_keeps_every_record_the_export_has_not_taken(tmp_path):
                      segment_bytes=600)
     log.close()
     history = str(tmp_path / "history")
-    export_history(storage.path, history, step_records=50, partitions=[0])
+    first = export_history(storage.path, history, step_records=50, partitions=[0])
+    assert first.checkpoints[0].writer_epoch == read_epoch(directory) == 1  # storage.writer's writer-epoch
     floor = read_export_floor(directory)
     assert floor is not None and (directory / EXPORT_FLOOR_FILE).exists()
     log = storage.open_partition(0, sync="never", segment_bytes=600, clock=lambda: T0)
@@ -163,6 +165,7 @@ def test_compaction_keeps_every_record_the_export_has_not_taken(tmp_path):
     assert set(range(100, 260)) <= set(kept)  # nothing at or above the floor was dropped
     assert len([o for o in kept if o < 100]) < 100  # below it, compaction did its work
     log.close()
-    export_history(storage.path, history, partitions=[0])
+    again = export_history(storage.path, history, partitions=[0])
+    assert again.checkpoints[0].writer_epoch == read_epoch(directory) == 2  # the log was reopened once
     commits, _ = history_tables(history)
     assert sorted(commits["log_offset"].to_pylist()) == list(range(260))

@@ -1,0 +1,145 @@
+"""The service's metrics: one catalog of `groupcoord_*` metrics, created through ray.util.metrics.
+
+Each node's Ray metrics agent exports them in Prometheus format (scrape it at the node's
+metrics export port); Prometheus sees every name with Ray's `ray_` prefix, and a histogram as
+its `_bucket`, `_sum` and `_count` series. Meanings follow Kafka's group-coordinator-metrics
+(offset-commit-rate, group-rebalance-rate, group-completed-rebalance-rate, offset-expiration-rate,
+NumGroups<State>, NumOffsets, partition-load-time) and kafka-lag-exporter for consumer lag.
+Only this module touches ray.util.metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PROMETHEUS_PREFIX = "ray_"  # what Ray's metrics agent puts before every application metric
+
+# Latency buckets (seconds) of requests and flushes: a Ray call is ~1 ms, an fsync 0.1-20 ms.
+LATENCY_BOUNDARIES = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0]
+REBALANCE_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]
+BATCH_BOUNDARIES = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 50000]
+COMPACTION_BOUNDARIES = [0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0]
+
+P = ("partition",)  # the offsets partition (the coordinator shard) a series comes from
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One exported metric: its kind (counter, gauge or histogram), meaning, tag keys and buckets."""
+
+    name: str
+    kind: str
+    description: str
+    tags: tuple[str, ...] = P
+    boundaries: tuple[float, ...] = ()
+
+    def prometheus_names(self) -> set[str]:
+        """The series names Prometheus sees for this metric."""
+        base = PROMETHEUS_PREFIX + self.name
+        if self.kind == "histogram":
+            return {f"{base}_bucket", f"{base}_sum", f"{base}_count"}
+        return {base}
+
+
+def _counter(name: str, description: str, tags: tuple[str, ...] = P) -> MetricSpec:
+    return MetricSpec(name, "counter", description, tags)
+
+
+def _gauge(name: str, description: str, tags: tuple[str, ...] = P) -> MetricSpec:
+    return MetricSpec(name, "gauge", description, tags)
+
+
+def _histogram(name: str, description: str, boundaries: list, tags: tuple[str, ...] = P) -> MetricSpec:
+    return MetricSpec(name, "histogram", description, tags, tuple(boundaries))
+
+
+CATALOG: tuple[MetricSpec, ...] = (
+    # --- requests (measured in the partition actor's request path) ---
+    _histogram("groupcoord_request_latency_seconds",
+               "Time from a request's arrival at the partition actor to its response (durable), by API and "
+               "error code; its _count is the request rate.", LATENCY_BOUNDARIES, ("partition", "api", "error")),
+    # --- the shard (Kafka's group-coordinator-metrics) ---
+    _counter("groupcoord_offset_commits_total", "Offsets committed (one per partition of an OffsetCommit): "
+             "Kafka's offset-commit-count."),
+    _counter("groupcoord_rebalances_total", "Rebalances started (moves to PreparingRebalance): "
+             "group-rebalance-count."),
+    _counter("groupcoord_completed_rebalances_total", "Rebalances that reached Stable: "
+             "group-completed-rebalance-count."),
+    _histogram("groupcoord_rebalance_duration_seconds", "Time from the join that started a rebalance to Stable.",
+               REBALANCE_BOUNDARIES),
+    _counter("groupcoord_session_expirations_total", "Members removed because their session timed out."),
+    _counter("groupcoord_offset_expirations_total", "Offsets removed by the retention check: offset-expiration-count."),
+    _counter("groupcoord_offset_deletions_total", "Offsets removed by OffsetDelete: offset-deletion-count."),
+    _counter("groupcoord_group_deletions_total", "Groups removed by DeleteGroups or by offset expiry."),
+    _counter("groupcoord_offset_expiry_failures_total", "Retention sweep steps whose tombstones the log refused "
+             "(nothing removed; the next pass tries again)."),
+    _counter("groupcoord_timer_failures_total", "Timer callbacks (session expiry, join/sync completion, retention) "
+             "that failed; each is logged and the other timers go on."),
+    _gauge("groupcoord_groups", "Groups by state: Kafka's NumGroups<State>.", ("partition", "state")),
+    _gauge("groupcoord_members", "Members of the partition's classic groups."),
+    _gauge("groupcoord_offsets", "Committed offsets held: Kafka's NumOffsets."),
+    _gauge("groupcoord_purgatory_size", "Armed delayed operations by kind (heartbeat = session timers, join, sync, "
+           "offsets-retention).", ("partition", "kind")),
+    _gauge("groupcoord_parked_requests", "JoinGroup and SyncGroup requests parked in a rebalance.",
+           ("partition", "api")),
+    _gauge("groupcoord_awaiting_durability", "Responses waiting for their records to be fsynced."),
+    # --- the log (measured in the partition runtime) ---
+    _counter("groupcoord_log_appends_total", "Batches appended to the partition's log (one per state change)."),
+    _counter("groupcoord_log_appended_records_total", "Records appended to the log."),
+    _counter("groupcoord_log_appended_bytes_total", "Bytes written to the log."),
+    _histogram("groupcoord_log_flush_seconds", "Time of one group-commit flush (write + fsync).", LATENCY_BOUNDARIES),
+    _histogram("groupcoord_log_flush_records", "Records made durable by one flush (the group-commit batch size).",
+               BATCH_BOUNDARIES),
+    _gauge("groupcoord_log_size_bytes", "Size of the partition's log on disk."),
+    _gauge("groupcoord_log_end_offset", "The log end offset (records ever appended)."),
+    _counter("groupcoord_compactions_total", "Compactions of the log that ran."),
+    _histogram("groupcoord_compaction_duration_seconds", "Time of one compaction.", COMPACTION_BOUNDARIES),
+    _counter("groupcoord_compaction_reclaimed_bytes_total", "Bytes of log freed by compaction."),
+    _counter("groupcoord_compaction_failures_total", "Compactions that failed; serving goes on and the compaction "
+             "is retried with a growing backoff."),
+    _counter("groupcoord_loop_errors_total", "Failed turns of the partition's supervised background loops, by loop "
+             "(timers, compaction, interval sync, metrics); each is logged and retried after a backoff.",
+             ("partition", "loop")),
+    _gauge("groupcoord_load_seconds", "Time the partition took to load (replay) its log at its last start: "
+           "Kafka's partition-load-time."),
+    _gauge("groupcoord_loaded_records", "Records replayed at the partition's last start."),
+    _gauge("groupcoord_partition_loaded", "1 once the partition has replayed its log and serves requests."),
+    # --- consumer lag (kafka-lag-exporter's meanings; `partition` is the topic's partition here) ---
+    _gauge("groupcoord_consumer_lag", "End offset of a topic partition minus the group's committed offset.",
+           ("group", "topic", "partition")),
+    _gauge("groupcoord_consumer_committed_offset", "A group's committed offset of a topic partition.",
+           ("group", "topic", "partition")),
+    _gauge("groupcoord_consumer_group_max_lag", "The largest lag of any partition the group committed.", ("group",)),
+    _gauge("groupcoord_consumer_group_sum_lag", "The sum of the group's lags over its partitions.", ("group",)),
+    # --- replication: leader changes and follower lag belong here once replicas exist (they do not yet) ---
+)
+
+BY_NAME: dict[str, MetricSpec] = {m.name: m for m in CATALOG}
+
+
+def exported_names() -> set[str]:
+    """Every series name a Prometheus scrape can show for the service's metrics."""
+    return {n for m in CATALOG for n in m.prometheus_names()}
+
+
+class RayMetrics:
+    """The catalog's metrics as ray.util.metrics objects in this process, tagged with its partition."""
+
+    def __init__(self, partition: int | None) -> None:
+        from ray.util import metrics
+
+        self.metrics: dict[str, Any] = {}
+        for spec in CATALOG:
+            if spec.kind == "counter":
+                metric = metrics.Counter(spec.name, spec.description, tag_keys=spec.tags)
+            elif spec.kind == "gauge":
+                metric = metrics.Gauge(spec.name, spec.description, tag_keys=spec.tags)
+            else:
+                metric = metrics.Histogram(spec.name, spec.description, list(spec.boundaries), tag_keys=spec.tags)
+            if partition is not None and spec.tags and spec.tags[0] == "partition":
+                metric.set_default_tags({"partition": str(partition)})
+            self.metrics[spec.name] = metric
+
+    def __getitem__(self, name: str) -> Any:
+        return self.metrics[name]

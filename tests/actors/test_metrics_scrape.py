@@ -1,0 +1,167 @@
+"""A real Prometheus scrape: Ray started with a metrics export port, known traffic, values read back over HTTP.
+
+This module runs its own Ray (the suite's shared one has no metrics port): it shuts a running one
+down first and its own down at the end, so the next module's `ray_local` starts the shared one again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import ray
+from ray_helpers import form_group
+
+from groupcoord.actors import AdminClient, Observability, start, stop
+from groupcoord.actors.service.metrics import PROMETHEUS_PREFIX, exported_names
+from groupcoord.protocol import Errors, GroupConfig, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.messages import OffsetCommitRequest
+
+NAMESPACE = "gc-test-metrics"
+GROUP = "scraped"
+MEMBERS = 3
+COMMITS = 7  # OffsetCommit requests of the group's members
+PER_COMMIT = 4  # partitions in each
+SETTLE_S = 60.0  # how long the scrape may take to show the values (Ray exports every report interval)
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of the node's Prometheus endpoint on loopback: (name, labels, value)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and not line.startswith("#"):
+            samples.append((m.group(1), dict(_LABEL.findall(m.group(2) or "")), float(m.group(3))))
+    return samples
+
+
+def total(samples, name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include `labels`."""
+    return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == x for k, x in labels.items()))
+
+
+@pytest.fixture(scope="module")
+def metrics_port():
+    """Ray with a metrics export port and a short report interval, for this module only."""
+    if ray.is_initialized():
+        ray.shutdown()
+    port = _free_port()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="groupcoord-tests",
+             _metrics_export_port=port, _system_config={"metrics_report_interval_ms": 500})
+    yield port
+    ray.shutdown()  # the next module's ray_local starts the shared instance again
+
+
+@pytest.fixture(scope="module")
+def svc(metrics_port, tmp_path_factory):
+    service = start(
+        num_partitions=2,
+        storage_path=str(tmp_path_factory.mktemp("metrics")),
+        namespace=NAMESPACE,
+        config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
+        observability=Observability(interval_s=0.2, lag_interval_s=0.2, log_format="json"),
+    )
+    yield service
+    stop(NAMESPACE)
+
+
+def test_scraped_counters_and_gauges_match_the_traffic(svc, metrics_port):
+    p, handle = svc.find_coordinator(GROUP)
+    generation, ids, _ = form_group(handle, GROUP, MEMBERS)
+    last = {}
+    for i in range(COMMITS):
+        offsets = {TopicPartition("orders", q): OffsetAndMetadata(100 * i + q) for q in range(PER_COMMIT)}
+        req = OffsetCommitRequest(GROUP, offsets, generation_id=generation, member_id=ids[i % MEMBERS])
+        assert set(ray.get(handle.commit_offsets.remote(req)).errors.values()) == {Errors.NONE}
+        last = {tp: o.offset for tp, o in offsets.items()}
+    admin = AdminClient(svc)
+    admin.create_topic("orders", PER_COMMIT)
+    ends = {q: last[TopicPartition("orders", q)] + 10 * (q + 1) for q in range(PER_COMMIT)}
+    admin.report_end_offsets("orders", ends)
+    part = str(p)
+
+    def settled():
+        s = scrape(metrics_port)
+        wanted = (
+            total(s, "ray_groupcoord_offset_commits_total", partition=part) == COMMITS * PER_COMMIT
+            and total(s, "ray_groupcoord_members", partition=part) == MEMBERS
+            and total(s, "ray_groupcoord_consumer_lag", group=GROUP, topic="orders", partition="3") == 40
+        )
+        return s if wanted else None
+
+    samples = _until(settled, "the scraped values reaching the traffic's", lambda: sorted(
+        (n, lab.get("partition"), v) for n, lab, v in scrape(metrics_port) if "commits" in n or "members" in n))
+    # The request histogram counted every commit, by API and error code, on the group's partition only.
+    assert total(samples, "ray_groupcoord_request_latency_seconds_count", partition=part, api="commit_offsets",
+                 error="NONE") == COMMITS
+    other = str(1 - p)
+    assert total(samples, "ray_groupcoord_offset_commits_total", partition=other) == 0
+    assert total(samples, "ray_groupcoord_request_latency_seconds_count", partition=part, api="join_group",
+                 error="MEMBER_ID_REQUIRED") == MEMBERS
+    # Gauges of the shard: one Stable group, the committed offsets, one completed rebalance with its duration.
+    assert total(samples, "ray_groupcoord_groups", partition=part, state="Stable") == 1
+    assert total(samples, "ray_groupcoord_offsets", partition=part) == PER_COMMIT
+    assert total(samples, "ray_groupcoord_completed_rebalances_total", partition=part) == 1
+    assert total(samples, "ray_groupcoord_rebalance_duration_seconds_count", partition=part) == 1
+    assert total(samples, "ray_groupcoord_purgatory_size", partition=part, kind="heartbeat") == MEMBERS
+    # The log: each commit was one append of its records; flushes made them durable (Ray exports a
+    # histogram's _sum from bucket midpoints, so only its _count is exact).
+    assert total(samples, "ray_groupcoord_log_appends_total", partition=part) > COMMITS
+    assert total(samples, "ray_groupcoord_log_appended_records_total", partition=part) > COMMITS * PER_COMMIT
+    flushes = total(samples, "ray_groupcoord_log_flush_seconds_count", partition=part)
+    assert 1 <= flushes == total(samples, "ray_groupcoord_log_flush_records_count", partition=part)
+    assert total(samples, "ray_groupcoord_partition_loaded") == 2
+    # Consumer lag per topic partition: end offset minus the last committed offset.
+    for q in range(PER_COMMIT):
+        assert total(samples, "ray_groupcoord_consumer_lag", group=GROUP, topic="orders", partition=str(q)) == \
+            10 * (q + 1)
+    assert total(samples, "ray_groupcoord_consumer_group_max_lag", group=GROUP) == 10 * PER_COMMIT
+    # Whatever Ray exported under our prefix is a name the catalog (and so the dashboard test) knows.
+    ours = {n for n, _, _ in samples if n.startswith(PROMETHEUS_PREFIX + "groupcoord_")}
+    assert ours <= exported_names(), ours - exported_names()
+
+
+def test_partition_actor_log_lines_are_json_with_partition_and_group(svc):
+    """The actors' own log files (Ray's worker logs) hold JSON lines carrying partition, group and member."""
+    p, _ = svc.find_coordinator(GROUP)
+    logs_dir = Path(ray._private.worker._global_node.get_logs_dir_path())
+
+    def lines_about_the_group():
+        found = []
+        for path in logs_dir.glob("worker-*"):
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("{") and f'"{GROUP}"' in line:
+                    found.append(json.loads(line))
+        return found if any("stabilized group" in doc["message"] for doc in found) else None
+
+    found = _until(lines_about_the_group, "JSON log lines about the group")
+    assert all(doc["partition"] == p and doc["group"] == GROUP for doc in found)
+    # The first JoinGroup of each member was answered MEMBER_ID_REQUIRED: a per-request line (rate-limited).
+    assert 1 <= sum(doc["message"] == "join_group answered MEMBER_ID_REQUIRED" for doc in found) <= MEMBERS
+
+
+def _until(condition, what: str = "the condition", details=lambda: ""):
+    """Poll `condition` until it returns something (values settle after Ray's report interval), bounded."""
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.25)
+    raise AssertionError(f"{what} did not happen within {SETTLE_S:.0f} s {details()}")
