@@ -1,10 +1,14 @@
-"""Spark-on-Ray analytics benchmark: the same reports by Spark (RayDP) and by pandas on the driver.
+"""Analytics benchmark: the same reports by Spark (RayDP) and by pandas, over the same exported history.
 
-Run from the repository root: `python -m benchmarks.bench_spark` (default sizes 1M and 10M
-commit records; `--records 1000000` for one size). For each size it writes a history through
-PartitionLog, then times: loading it into Spark (Ray tasks decode segments into the object
-store) plus the reports, against decoding it on the driver plus the same reports in pandas.
-Prints a table and writes benchmarks/results/spark.json.
+Run from the repository root: `python -m benchmarks.bench_spark` (default sizes 10M and 100M
+commits; `--records 10000000` for one size). For each size it writes the history straight into
+Parquet (the export's layout, through the columnar writer of bench_spark_data), then, with Spark
+already started and the history already there, times reading it plus commit_summary,
+partition_status and lag: by Spark with its own Parquet reader, and by pyarrow + pandas on the
+driver in a child process with a memory limit (so that running out of memory is a result, not a
+crash of the machine) and a time limit of `--pandas-limit` times Spark's time. It also measures
+columnar decoding of a log (records/s on one core) against record-by-record decoding. Prints a
+table and writes benchmarks/results/spark.json.
 """
 
 from __future__ import annotations
@@ -14,17 +18,16 @@ import json
 import logging
 import os
 import platform
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.bench_spark_data import generate
-from groupcoord.spark import SparkOptions, burrow, load_history, load_local, reports, start_spark, stop_spark
-from groupcoord.spark.end_offsets import end_offset_samples, end_offsets_frame
-from groupcoord.spark.pandas_reports import commit_summary_local, lag_report_local, partition_status_local
+from benchmarks.bench_spark_data import generate, generate_history
 
 log = logging.getLogger(__name__)
 
@@ -39,131 +42,170 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def progress_line(event) -> None:
-    """Print a loading progress line about every tenth of the ranges."""
-    if event.done == event.total or event.done % max(1, event.total // 10) == 0:
-        print(f"  {event.line()}", file=sys.stderr, flush=True)
+def run_spark(spark: Any, history: Path, root: Path, now_ms: int) -> dict:
+    """Spark reads the history itself and computes each report (collected); returns timings and row counts."""
+    from groupcoord.spark import burrow, reports
+    from groupcoord.spark.end_offsets import end_offset_samples, end_offsets_frame
+    from groupcoord.spark.history_read import history_frames
 
-
-def run_spark(spark: Any, root: Path, now_ms: int, task_cpus: float, cache: bool) -> dict:
-    """Load into Spark (and cache, as analyze does) and collect each report; returns timings and reports."""
-    t_load, loaded = timed(lambda: load_history(spark, root, progress=progress_line, task_cpus=task_cpus,
-                                                cache=cache))
+    started = time.perf_counter()
+    frames = history_frames(spark, str(history), until_ms=now_ms)
     samples = end_offsets_frame(spark, end_offset_samples(root))
-    frames = {
-        "commit_summary": reports.commit_summary(loaded.commits, now_ms),
-        "partition_status": burrow.partition_status(loaded.commits, samples, now_ms),
-        "lag": reports.lag_report(loaded.commits, samples, now_ms),
-    }
-    out: dict = {"load_s": t_load, "reports_s": {}, "rows": {}}
-    results = {}
-    for name, df in frames.items():
-        seconds, rows = timed(df.collect)
+    out: dict = {"reports_s": {}, "rows": {}}
+    for name, make in {
+        "commit_summary": lambda: reports.commit_summary(frames.commits, now_ms),
+        "partition_status": lambda: burrow.partition_status(frames.commits, samples, now_ms),
+        "lag": lambda: reports.lag_report(frames.commits, samples, now_ms),
+    }.items():
+        seconds, rows = timed(lambda make=make: make().collect())
         out["reports_s"][name] = seconds
         out["rows"][name] = len(rows)
-        results[name] = rows
         print(f"  spark {name}: {len(rows)} rows in {seconds:.1f}s", file=sys.stderr, flush=True)
-    loaded.release()
-    return out | {"results": results}
+    out["total_s"] = time.perf_counter() - started
+    return out
 
 
-def run_pandas(root: Path, now_ms: int) -> dict:
-    """Decode on the driver and compute each report with pandas; returns timings and results."""
-    t_load, (commits, _groups) = timed(lambda: load_local(root, progress=progress_line))
+def run_pandas(history: str, root: str, now_ms: int) -> dict:
+    """pyarrow reads the history, pandas computes each report; returns timings (run in the child process)."""
+    from groupcoord.spark.end_offsets import end_offset_samples
+    from groupcoord.spark.history_read import history_tables
+    from groupcoord.spark.pandas_reports import commit_summary_local, lag_report_local, partition_status_local
+
+    started = time.perf_counter()
+    t_read, (commits, _groups) = timed(lambda: history_tables(history, until_ms=now_ms))
     samples = end_offset_samples(root)
-    fns = {
+    out: dict = {"read_s": t_read, "reports_s": {}, "rows": {}}
+    for name, fn in {
         "commit_summary": lambda: commit_summary_local(commits, now_ms),
         "partition_status": lambda: partition_status_local(commits, samples, now_ms),
         "lag": lambda: lag_report_local(commits, samples, now_ms),
-    }
-    out: dict = {"load_s": t_load, "reports_s": {}, "rows": {}}
-    results = {}
-    for name, fn in fns.items():
+    }.items():
         seconds, frame = timed(fn)
         out["reports_s"][name] = seconds
         out["rows"][name] = len(frame)
-        results[name] = frame
-        print(f"  pandas {name}: {len(frame)} rows in {seconds:.1f}s", file=sys.stderr, flush=True)
-    return out | {"results": results}
+    out["total_s"] = time.perf_counter() - started
+    return out
 
 
-def same_results(spark_rows: dict, frames: dict) -> bool:
-    """Whether Spark and pandas agree on commit counts, committed offsets, statuses and lags."""
-    checks = {"commit_summary": ["committed_offset", "commits"], "partition_status": ["status", "current_lag"],
-              "lag": ["lag", "time_lag_ms"]}
-    for name, cols in checks.items():
-        key = ["group", "topic", "partition"]
-        a = {tuple(r[k] for k in key): tuple(r[c] for c in cols) for r in spark_rows[name]}
-        df = frames[name].astype(object).where(frames[name].notna(), None)
-        b = {tuple(r[k] for k in key): tuple(r[c] for c in cols) for r in df.to_dict("records")}
-        if a != b:
-            log.warning("%s differs between Spark and pandas", name)
-            return False
-    return True
+def pandas_in_child(history: Path, root: Path, now_ms: int, memory_gib: float, timeout_s: float) -> dict:
+    """run_pandas in a child process limited to `memory_gib` of address space and `timeout_s` seconds."""
+    cmd = [sys.executable, "-m", "benchmarks.bench_spark", "--pandas-child", str(history), str(root), str(now_ms),
+           str(memory_gib)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "timeout", "total_s": None, "limit_s": timeout_s}
+    if done.returncode != 0:
+        oom = "MemoryError" in done.stderr or "bad_alloc" in done.stderr or done.returncode < 0
+        log.warning("pandas child failed: %s", done.stderr[-2000:])
+        return {"outcome": "out of memory" if oom else "failed", "total_s": None, "limit_gib": memory_gib}
+    return json.loads(done.stdout.strip().splitlines()[-1]) | {"outcome": "done"}
+
+
+def _pandas_child(argv: list[str]) -> int:
+    history, root, now_ms, memory_gib = argv[0], argv[1], int(argv[2]), float(argv[3])
+    limit = int(memory_gib * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    print(json.dumps(run_pandas(history, root, now_ms)))
+    return 0
+
+
+def bench_decode(workdir: Path, records: int) -> dict:
+    """Columnar decoding of a log (read in bulk + compiled pass into Arrow) against record-by-record decoding."""
+    from groupcoord.spark.columnar import decode_block
+    from groupcoord.spark.decode import records_to_tables
+    from groupcoord.storage import read_partition
+    from groupcoord.storage.columnar import read_entries
+
+    root = workdir / "decode"
+    generate(root, records, log_partitions=1, groups=100, topic_partitions=20, segment_bytes=64 << 20)
+    directory = next(p for p in root.iterdir() if p.is_dir())
+    decode_block(read_entries(directory, max_records=1000), 0)  # compile once (numba caches it on disk)
+
+    def cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float]:
+        cpu, wall = time.process_time(), time.perf_counter()
+        fn()
+        return time.process_time() - cpu, time.perf_counter() - wall
+
+    # CPU seconds of this one-threaded process: records/s per core, whatever else the machine runs.
+    columnar = min(cpu_and_wall(lambda: decode_block(read_entries(directory), 0)) for _ in range(3))
+    reference = cpu_and_wall(lambda: records_to_tables(read_partition(directory), 0))
+    shutil.rmtree(root, ignore_errors=True)
+    return {"records": records, "columnar_cpu_s": columnar[0], "columnar_wall_s": columnar[1],
+            "record_by_record_cpu_s": reference[0], "record_by_record_wall_s": reference[1],
+            "columnar_records_per_s": records / columnar[0],
+            "record_by_record_records_per_s": records / reference[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its JSON results."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--pandas-child":
+        return _pandas_child(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", default="1000000,10000000", help="comma-separated sizes (commit records)")
+    ap.add_argument("--records", default="10000000,100000000", help="comma-separated sizes (commits)")
     ap.add_argument("--log-partitions", type=int, default=4, help="offsets partitions to spread them over")
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--topic-partitions", type=int, default=20)
-    ap.add_argument("--segment-mb", type=int, default=32, help="segment size (one decoding task per segment)")
     ap.add_argument("--executors", type=int, default=1)
-    ap.add_argument("--executor-cores", type=int, default=1)
-    ap.add_argument("--executor-memory", default="4G")
-    ap.add_argument("--task-cpus", type=float, default=1.0, help="CPUs each decoding Ray task reserves")
-    ap.add_argument("--cache", action="store_true",
-                    help="cache the loaded history in Spark first (as analyze() does; pays off over many reports)")
-    ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance")
-    ap.add_argument("--warmup", type=int, default=20000,
-                    help="records of an untimed first run that warms up the JVM (0: none)")
-    ap.add_argument("--workdir", default=None, help="where to write the histories (default: a temp dir)")
+    ap.add_argument("--executor-cores", type=int, default=2)
+    ap.add_argument("--executor-memory", default="6G")
+    ap.add_argument("--pandas-memory-gib", type=float, default=12.0, help="address-space limit of the pandas run")
+    ap.add_argument("--pandas-limit", type=float, default=5.0, help="stop pandas after this many times Spark's time")
+    ap.add_argument("--decode-records", type=int, default=2_000_000, help="log size of the decoding figure (0: skip)")
+    ap.add_argument("--warmup", type=int, default=200_000, help="commits of an untimed first Spark run (0: none)")
+    ap.add_argument("--workdir", default=None, help="where to write the data (default: a temp dir)")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sizes = [int(s) for s in args.records.split(",") if s]
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-spark-"))
+    decode = bench_decode(workdir, args.decode_records) if args.decode_records else None
+    if decode:
+        print(f"decoding, per core (CPU time): columnar {decode['columnar_records_per_s'] / 1e6:.2f}M records/s, "
+              f"record by record {decode['record_by_record_records_per_s'] / 1e6:.2f}M records/s",
+              file=sys.stderr, flush=True)
 
     import ray
 
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-spark-"))
+    from groupcoord.spark import SparkOptions, start_spark, stop_spark
+
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
     t_start, spark = timed(lambda: start_spark(SparkOptions(
         app_name="groupcoord-bench", num_executors=args.executors, executor_cores=args.executor_cores,
         executor_memory=args.executor_memory)))
     print(f"Spark started in {t_start:.1f}s", file=sys.stderr)
+    shape = {"log_partitions": args.log_partitions, "groups": args.groups, "topic_partitions": args.topic_partitions}
     runs = []
     try:
-        if args.warmup:
-            root = workdir / "warmup"
-            print(f"[warm-up: {args.warmup:,} records, not timed]", file=sys.stderr, flush=True)
-            data = generate(root, args.warmup, log_partitions=args.log_partitions, groups=args.groups,
-                            topic_partitions=args.topic_partitions, segment_bytes=args.segment_mb << 20)
-            run_spark(spark, root, data["now_ms"], args.task_cpus, args.cache)
-            shutil.rmtree(root, ignore_errors=True)
-        for n in sizes:
-            root = workdir / f"history-{n}"
-            shutil.rmtree(root, ignore_errors=True)
-            print(f"[{n:,} records] generating", file=sys.stderr, flush=True)
-            data = generate(root, n, log_partitions=args.log_partitions, groups=args.groups,
-                            topic_partitions=args.topic_partitions, segment_bytes=args.segment_mb << 20)
-            print(f"[{n:,} records] Spark", file=sys.stderr, flush=True)
-            s = run_spark(spark, root, data["now_ms"], args.task_cpus, args.cache)
-            print(f"[{n:,} records] pandas", file=sys.stderr, flush=True)
-            p = run_pandas(root, data["now_ms"])
-            agree = same_results(s.pop("results"), p.pop("results"))
-            runs.append({"records": n, "data": data, "spark": s, "pandas": p, "results_agree": agree})
-            shutil.rmtree(root, ignore_errors=True)
+        for n in ([args.warmup] if args.warmup else []) + sizes:
+            history, root = workdir / f"history-{n}", workdir / f"root-{n}"
+            for path in (history, root):
+                shutil.rmtree(path, ignore_errors=True)
+            print(f"[{n:,} commits] writing the history", file=sys.stderr, flush=True)
+            data = generate_history(history, root, n, **shape)
+            print(f"[{n:,} commits] Spark", file=sys.stderr, flush=True)
+            s = run_spark(spark, history, root, data["now_ms"])
+            if n == args.warmup and args.warmup:
+                shutil.rmtree(history, ignore_errors=True)
+                continue
+            limit = max(60.0, args.pandas_limit * s["total_s"])
+            print(f"[{n:,} commits] pandas (at most {limit:.0f}s, {args.pandas_memory_gib:g} GiB)",
+                  file=sys.stderr, flush=True)
+            p = pandas_in_child(history, root, data["now_ms"], args.pandas_memory_gib, limit)
+            runs.append({"records": n, "data": data, "spark": s, "pandas": p})
+            print_run(runs[-1])
+            shutil.rmtree(history, ignore_errors=True)
     finally:
         stop_spark()
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print_table(runs, t_start)
     out = {
         "benchmark": "spark",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_average": os.getloadavg()},
         "settings": vars(args) | {"spark_start_s": t_start},
+        "decode": decode,
         "runs": runs,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -172,24 +214,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def print_table(runs: list[dict], t_start: float) -> None:
-    """The timings of every run as a plain table (seconds; ratio = Spark / pandas)."""
-    print(f"\nSpark start-up (once): {t_start:.1f}s")
-    print("load: Spark = Ray tasks decode segments into the object store (+ cache in Spark with --cache); "
-          "pandas = decode on the driver")
-    header = f"{'records':>11} {'step':<18} {'spark s':>9} {'pandas s':>9} {'spark/pandas':>13}"
-    print(header)
-    print("-" * len(header))
-    for run in runs:
-        s, p = run["spark"], run["pandas"]
-        steps = [("load", s["load_s"], p["load_s"])]
-        steps += [(name, s["reports_s"][name], p["reports_s"][name]) for name in REPORTS]
-        total_s = s["load_s"] + sum(s["reports_s"].values())
-        total_p = p["load_s"] + sum(p["reports_s"].values())
-        steps.append(("total", total_s, total_p))
-        for name, a, b in steps:
-            print(f"{run['records']:>11,} {name:<18} {a:>9.2f} {b:>9.2f} {a / b if b else float('nan'):>13.2f}")
-        print(f"{'':>11} results agree: {run['results_agree']}")
+def print_run(run: dict) -> None:
+    """One size's timings as plain lines (seconds; speed-up = pandas / Spark)."""
+    s, p = run["spark"], run["pandas"]
+    size_mb = run["data"]["bytes"] / 1e6
+    print(f"\n{run['records']:,} commits ({size_mb:.0f} MB of Parquet), load average {os.getloadavg()[0]:.1f}")
+    for name in REPORTS:
+        pv = p.get("reports_s", {}).get(name)
+        print(f"  {name:<18} spark {s['reports_s'][name]:7.2f}s   pandas {'-' if pv is None else f'{pv:7.2f}s'}")
+    if p["outcome"] == "done":
+        print(f"  total              spark {s['total_s']:7.2f}s   pandas {p['total_s']:7.2f}s "
+              f"(read {p['read_s']:.2f}s)   speed-up {p['total_s'] / s['total_s']:.2f}x")
+    else:
+        print(f"  total              spark {s['total_s']:7.2f}s   pandas: {p['outcome']} {p}")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

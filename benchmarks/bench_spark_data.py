@@ -72,3 +72,68 @@ def generate(root: Path, records: int, *, log_partitions: int, groups: int, topi
     size = sum(f.stat().st_size for f in root.rglob("*.log"))
     return {"records": written, "keys": len(keys), "rounds": rounds, "bytes": size,
             "seconds": time.perf_counter() - started, "now_ms": T0 + rounds * 1000}
+
+
+def generate_history(history: Path, root: Path, records: int, *, log_partitions: int, groups: int,
+                     topic_partitions: int, chunk: int = 5_000_000) -> dict:
+    """Write `records` commits straight into an exported history (Parquet, the export's layout), in chunks.
+
+    The same commits as `generate` (one per key per one-second round, some keys stalled or behind),
+    without going through the logs: the columnar writer builds each chunk's columns with NumPy.
+    End offsets go to a topic registry under `root`. Prints progress.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from groupcoord.spark.history import partition_dir
+
+    started = time.perf_counter()
+    storage = StorageRoot(root, log_partitions)
+    keys = groups * topic_partitions
+    group_names = pa.array([f"group-{g:04d}" for g in range(groups)], pa.string())
+    owner = np.array([zlib.crc32(f"group-{g:04d}".encode()) % log_partitions for g in range(groups)], np.int32)
+    next_offset = np.zeros(log_partitions, np.int64)
+    rounds = -(-records // keys)
+    for start in range(0, records, chunk):
+        idx = np.arange(start, min(start + chunk, records), dtype=np.int64)
+        rnd, key = idx // keys, idx % keys
+        group, partition = key // topic_partitions, (key % topic_partitions).astype(np.int32)
+        offset = np.where(key % 97 == 0, 0, np.where(key % 89 == 0, rnd * 5, rnd * 10))
+        at = T0 + rnd * 1000
+        lp = owner[group]
+        for p in range(log_partitions):
+            mine = lp == p
+            n = int(mine.sum())
+            table = pa.table({
+                "group": pa.DictionaryArray.from_arrays(pa.array(group[mine].astype(np.int32)), group_names)
+                .cast(pa.string()),
+                "topic": pa.array(np.full(n, TOPIC, dtype=object), pa.string()),
+                "partition": pa.array(partition[mine]),
+                "offset": pa.array(offset[mine]),
+                "leader_epoch": pa.array(np.ones(n, np.int32)),
+                "metadata": pa.array(np.full(n, "", dtype=object), pa.string()),
+                "commit_timestamp": pa.array(at[mine] + key[mine] % 1000),
+                "expire_timestamp": pa.array(np.full(n, -1, np.int64)),
+                "tombstone": pa.array(np.zeros(n, bool)),
+                "log_offset": pa.array(next_offset[p] + np.arange(n, dtype=np.int64)),
+                "log_timestamp": pa.array(at[mine]),
+            })
+            first, next_offset[p] = next_offset[p], next_offset[p] + n
+            days = table["log_timestamp"].to_numpy() // 86_400_000
+            for day in np.unique(days):
+                directory = history / partition_dir("commits", str(np.datetime64(int(day), "D")), p)
+                directory.mkdir(parents=True, exist_ok=True)
+                pq.write_table(table.filter(pa.array(days == day)),
+                               directory / f"{first:020d}-{next_offset[p]:020d}.parquet")
+        print(f"  wrote {idx[-1] + 1:,}/{records:,} commits into the history "
+              f"({time.perf_counter() - started:.1f}s)", file=sys.stderr, flush=True)
+    clock = {"now": T0}
+    registry = TopicRegistry(storage.path, clock_ms=lambda: clock["now"])
+    registry.create(TOPIC, topic_partitions)
+    for r in range(0, rounds, 10):
+        clock["now"] = T0 + r * 1000
+        registry.report_end_offsets(TOPIC, {p: r * 10 + 50 for p in range(topic_partitions)})
+    size = sum(f.stat().st_size for f in history.rglob("*.parquet"))
+    return {"records": records, "keys": keys, "rounds": rounds, "bytes": size,
+            "seconds": time.perf_counter() - started, "now_ms": T0 + rounds * 1000}

@@ -1,4 +1,4 @@
-"""The whole analysis in one call: load a storage root into Spark, compute every report, render, plot.
+"""The whole analysis in one call: read the history (or load the logs) into Spark, every report, render, plot.
 
 `analyze` works with a running SparkSession; `run_analysis` starts Spark on Ray, analyses,
 renders the reports as rows, optionally writes the plot, and stops Spark: it is what the
@@ -11,13 +11,14 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
 from . import burrow
 from . import reports as report_frames
-from .end_offsets import EndOffsets, end_offset_samples, end_offsets_frame
+from .end_offsets import EndOffsets, end_offset_samples, end_offsets_frame, registered_topics
+from .history_read import HistoryFrames, history_frames
 from .loader import LoadedLog, ProgressFn, load_history, log_progress, print_progress
 from .plot import plot_report
 from .render import Rendered, render_rows
@@ -40,7 +41,7 @@ REPORT_TITLES = {
 class Analysis:
     """The loaded history and every report as a Spark DataFrame, for one `now_ms`."""
 
-    loaded: LoadedLog
+    loaded: LoadedLog | HistoryFrames
     samples: pa.Table
     now_ms: int
     window: int
@@ -80,8 +81,11 @@ def wall_clock_ms() -> int:
 
 def analyze(
     spark: Any,
-    root: str | Path,
+    root: str | Path | None,
     *,
+    history: str | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
     now_ms: int | None = None,
     window: int = DEFAULT_WINDOW,
     end_offsets: EndOffsets | None = None,
@@ -89,24 +93,37 @@ def analyze(
     partitions: Iterable[int] | None = None,
     min_complete: float = 0.0,
     allowed_lag: int = 0,
+    groups: Sequence[str] | None = None,
     progress: ProgressFn | None = log_progress,
     cache: bool = True,
     task_cpus: float = 1.0,
 ) -> Analysis:
-    """Load the logs under `root` into `spark` and define every report (evaluated when collected).
+    """Define every report over the commit history (evaluated when collected).
 
-    `end_offsets` replaces the topic registry's reported end offsets (see end_offsets.py);
-    `window` is the number of commits per partition Burrow's rules look at, `min_complete` and
-    `allowed_lag` are Burrow's minimum-complete and allowed-lag settings; `cache` keeps the
-    loaded history in Spark's cache for the reports; `task_cpus` is reserved per decoding task.
+    With `history` (a path or fsspec URL written by export_history), Spark reads the exported
+    Parquet history for the time range [since_ms, until_ms]; without it, the logs under `root`
+    are loaded whole. The reports are as of `until_ms` (else `now_ms`, else the wall clock).
+    `root` also gives the end offsets and the topics that exist (partitions of other topics are
+    left out); `end_offsets` replaces the reported end offsets (see end_offsets.py). `window` is
+    the number of commits per partition Burrow's rules look at, `min_complete` and `allowed_lag`
+    are Burrow's minimum-complete and allowed-lag settings, `groups` the groups asked for
+    (NOTFOUND if they have no commits); `cache` keeps the history in Spark's cache for the
+    reports; `task_cpus` is reserved per decoding task.
     """
-    now = wall_clock_ms() if now_ms is None else now_ms
-    loaded = load_history(spark, root, num_partitions=num_partitions, partitions=partitions, progress=progress,
-                          cache=cache, task_cpus=task_cpus)
+    now = until_ms if until_ms is not None else (wall_clock_ms() if now_ms is None else now_ms)
+    if history is not None:
+        loaded = history_frames(spark, history, since_ms=since_ms, until_ms=now)
+        if cache:
+            loaded.commits, loaded.groups = loaded.commits.cache(), loaded.groups.cache()
+    elif root is None:
+        raise ValueError("analyze needs a storage root or a history")
+    else:
+        loaded = load_history(spark, root, num_partitions=num_partitions, partitions=partitions,
+                              progress=progress, cache=cache, task_cpus=task_cpus)
     samples = end_offset_samples(root, end_offsets, now_ms=now)
     samples_df = end_offsets_frame(spark, samples)
     status = burrow.partition_status(loaded.commits, samples_df, now, window=window, min_complete=min_complete,
-                                     allowed_lag=allowed_lag)
+                                     allowed_lag=allowed_lag, topics=registered_topics(root))
     if cache:
         status = status.cache()  # small; group_status is computed from it
     return Analysis(
@@ -116,7 +133,7 @@ def analyze(
         window=window,
         commit_summary=report_frames.commit_summary(loaded.commits, now),
         partition_status=status,
-        group_status=burrow.group_status(status),
+        group_status=burrow.group_status(status, groups),
         lag=report_frames.lag_report(loaded.commits, samples_df, now),
         rebalance_summary=report_frames.rebalance_summary(loaded.groups, now),
         rebalance_history=report_frames.rebalance_history(loaded.groups),
@@ -124,32 +141,29 @@ def analyze(
 
 
 def run_analysis(
-    root: str | Path,
+    root: str | Path | None,
     *,
     spark_options: SparkOptions | None = None,
     ray_address: str | None = None,
-    now_ms: int | None = None,
-    window: int = DEFAULT_WINDOW,
-    end_offsets: EndOffsets | None = None,
-    num_partitions: int | None = None,
     reports: Iterable[str] | None = None,
     limit: int | None = None,
     plot_path: str | Path | None = None,
     progress: ProgressFn | None = print_progress,
     spark: Any = None,
+    **options: Any,
 ) -> dict[str, Rendered]:
-    """Start Spark on Ray, analyse `root`, render the reports (and write the plot), stop Spark.
+    """Start Spark on Ray, analyse `root` (or a history), render the reports (and write the plot), stop Spark.
 
-    Connects to the Ray cluster at `ray_address` (or starts a local Ray) unless this process
-    is already connected. With `spark` given, uses that session and leaves it running. Returns
-    the rendered reports by name (see REPORT_TITLES).
+    `options` are analyze()'s (history, since_ms, until_ms, now_ms, window, allowed_lag, groups,
+    end_offsets, ...). Connects to the Ray cluster at `ray_address` (or starts a local Ray) unless
+    this process is already connected. With `spark` given, uses that session and leaves it
+    running. Returns the rendered reports by name (see REPORT_TITLES).
     """
     own = spark is None
     if own:
         spark = start_spark(spark_options, ray_address=ray_address)
     try:
-        analysis = analyze(spark, root, now_ms=now_ms, window=window, end_offsets=end_offsets,
-                           num_partitions=num_partitions, progress=progress)
+        analysis = analyze(spark, root, progress=progress, **options)
         rendered = analysis.render(reports, limit=limit)
         if plot_path is not None:
             analysis.plot(plot_path)

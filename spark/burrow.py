@@ -7,10 +7,13 @@ computes the same statuses without Spark.
 from __future__ import annotations
 
 import logging
+from typing import Mapping, Sequence
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .blocks import arrow_to_spark
 from .burrow_rules import SEVERITY, check_status_options
 from .reports import latest_end_offsets, non_negative, samples_until
 from .schema import COMMIT_KEY, DEFAULT_WINDOW
@@ -18,12 +21,38 @@ from .schema import COMMIT_KEY, DEFAULT_WINDOW
 log = logging.getLogger(__name__)
 
 
+# Log offsets per bucket when narrowing a key's commits down to its newest ones (see _newest_buckets).
+BUCKET_OFFSETS = 1 << 16
+
+
+def _newest_rows(commits: DataFrame, window: int) -> DataFrame:
+    """The rows of every key in its newest log buckets that together hold at least `window` of its rows.
+
+    A cheap aggregation (rows per key and bucket of BUCKET_OFFSETS log offsets) finds, per key, the
+    oldest bucket still needed; only the rows from there on reach the sort of commit_windows, so
+    that sort handles a few buckets' rows per key instead of the whole history. Exact: every row
+    among a key's newest `window` is kept.
+    """
+    bucket = F.floor(F.col("log_offset") / BUCKET_OFFSETS).alias("_bucket")
+    per_bucket = commits.groupBy(*COMMIT_KEY, "log_partition", bucket).agg(F.count(F.lit(1)).alias("_rows"))
+    newest_first = Window.partitionBy(*COMMIT_KEY).orderBy(F.col("log_partition").desc(), F.col("_bucket").desc())
+    running = per_bucket.select(
+        "*", F.sum("_rows").over(newest_first.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("_n")
+    )
+    oldest = running.where(F.col("_n") >= window).groupBy(*COMMIT_KEY).agg(
+        F.max(F.struct("log_partition", "_bucket")).alias("_from")
+    )
+    joined = commits.join(F.broadcast(oldest), COMMIT_KEY, "left")
+    needed = F.col("_from").isNull() | (F.struct("log_partition", bucket) >= F.col("_from"))
+    return joined.where(needed).drop("_from")
+
+
 def commit_windows(commits: DataFrame, window: int = DEFAULT_WINDOW) -> DataFrame:
     """The last `window` commits of every key after its last tombstone (one row per commit)."""
     newest_first = Window.partitionBy(*COMMIT_KEY).orderBy(
         F.col("log_partition").desc(), F.col("log_offset").desc()
     )
-    ranked = commits.select(
+    ranked = _newest_rows(commits, window).select(
         *COMMIT_KEY, "offset", "commit_timestamp", "tombstone", "log_partition", "log_offset"
     ).select(
         "*",
@@ -67,12 +96,44 @@ CASE
   WHEN complete < {min_complete} THEN 'OK'
   WHEN current_lag <= {allowed_lag} THEN 'OK'
   WHEN _stopped AND NOT _recent_lag_zero THEN 'STOP'
-  WHEN _lag_always_nonzero AND _rewind THEN 'REWIND'
+  WHEN _rewind_at > 0 AND NOT _rewind_recovered THEN 'REWIND'
   WHEN _lag_always_nonzero AND _stalled THEN 'STALL'
   WHEN _lag_always_nonzero AND _lag_not_decreasing THEN 'WARN'
   ELSE 'OK'
 END
 """
+
+
+def window_status(df: DataFrame, now_ms: int, *, min_complete: float = 0.0, allowed_lag: int = 0) -> DataFrame:
+    """Burrow's status (burrow_rules.py) of rows holding a window: window_offsets, window_lags (oldest
+    first), window_start_ms, window_end_ms, window_commits, committed_offset, current_lag,
+    recent_end_offsets and complete. Returns `df` with a `status` column added.
+    """
+    allowed_lag = int(allowed_lag)
+    # 1-based position of the first offset below the one before it (0: none), as in Burrow's rewind index.
+    rewind_at = ("cast(array_position(transform(slice(window_offsets, 2, window_commits), "
+                 "(x, i) -> x < window_offsets[i]), true) as int)")
+    df = df.select(
+        "*",
+        (F.lit(now_ms) - F.col("window_end_ms") > F.col("window_end_ms") - F.col("window_start_ms")).alias("_stopped"),
+        F.expr("coalesce(exists(recent_end_offsets, b -> b <= committed_offset), false)").alias("_recent_lag_zero"),
+        F.expr(f"NOT exists(window_lags, l -> coalesce(l <= {allowed_lag}, false))").alias("_lag_always_nonzero"),
+        F.expr(rewind_at).alias("_rewind_at"),
+        (F.size(F.array_distinct("window_offsets")) == 1).alias("_stalled"),
+        F.expr("filter(window_lags, l -> l IS NOT NULL)").alias("_lags"),
+    )
+    df = df.select(
+        "*",
+        F.expr("exists(slice(window_offsets, _rewind_at + 1, window_commits), "
+               "y -> y >= element_at(window_offsets, greatest(_rewind_at, 1)))").alias("_rewind_recovered"),
+        F.expr(
+            "size(_lags) >= 2 AND NOT exists(transform(slice(_lags, 2, size(_lags)), (x, i) -> x < _lags[i]), b -> b)"
+        ).alias("_lag_not_decreasing"),
+    )
+    status = F.expr(_STATUS_SQL.format(min_complete=float(min_complete), allowed_lag=allowed_lag))
+    helpers = ["_stopped", "_recent_lag_zero", "_lag_always_nonzero", "_rewind_at", "_stalled", "_lags",
+               "_rewind_recovered", "_lag_not_decreasing"]
+    return df.select("*", status.alias("status")).drop(*helpers)
 
 
 def partition_status(
@@ -83,12 +144,14 @@ def partition_status(
     window: int = DEFAULT_WINDOW,
     min_complete: float = 0.0,
     allowed_lag: int = 0,
+    topics: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """Burrow's status of every group/topic/partition with a committed offset (see burrow_rules.py).
 
     `complete` is the share of the window that is filled; partitions below `min_complete` are
     OK, as in Burrow's minimum-complete setting; a lag of at most `allowed_lag` counts as none,
-    as in Burrow's allowed-lag setting. Columns also show the window's offsets and lags.
+    as in Burrow's allowed-lag setting. With `topics` (name -> partition count of the topics that
+    exist), partitions of other topics are left out. Columns also show the window's offsets and lags.
     """
     check_status_options(window, allowed_lag)
     allowed_lag = int(allowed_lag)
@@ -115,25 +178,13 @@ def partition_status(
         "*",
         non_negative(F.col("end_offset") - F.col("committed_offset")).alias("current_lag"),
         (F.col("window_commits") / float(window)).alias("complete"),
-        F.expr("filter(window_lags, l -> l IS NOT NULL)").alias("_lags"),
     )
-    df = df.select(
-        "*",
-        (F.lit(now_ms) - F.col("window_end_ms") > F.col("window_end_ms") - F.col("window_start_ms")).alias("_stopped"),
-        F.expr("coalesce(exists(recent_end_offsets, b -> b <= committed_offset), false)").alias("_recent_lag_zero"),
-        F.expr(f"NOT exists(window_lags, l -> coalesce(l <= {allowed_lag}, false))").alias("_lag_always_nonzero"),
-        F.expr(
-            "exists(transform(slice(window_offsets, 2, window_commits), (x, i) -> x < window_offsets[i]), b -> b)"
-        ).alias("_rewind"),
-        (F.size(F.array_distinct("window_offsets")) == 1).alias("_stalled"),
-        F.expr(
-            "size(_lags) >= 2 AND NOT exists(transform(slice(_lags, 2, size(_lags)), (x, i) -> x < _lags[i]), b -> b)"
-        ).alias("_lag_not_decreasing"),
-    )
-    status = F.expr(_STATUS_SQL.format(min_complete=float(min_complete), allowed_lag=allowed_lag))
+    if topics is not None:
+        df = df.join(_topics_frame(df.sparkSession, topics), "topic").where(F.col("partition") < F.col("_partitions"))
+    df = window_status(df, now_ms, min_complete=min_complete, allowed_lag=allowed_lag)
     return df.select(
         *COMMIT_KEY,
-        status.alias("status"),
+        "status",
         "committed_offset",
         "end_offset",
         "current_lag",
@@ -146,8 +197,18 @@ def partition_status(
     ).orderBy(*COMMIT_KEY)
 
 
-def group_status(partitions: DataFrame) -> DataFrame:
-    """Per group: the worst partition status (STOP, STALL, REWIND become ERR), lag totals, max lag."""
+def _topics_frame(spark, topics: Mapping[str, int]) -> DataFrame:
+    names = sorted(topics)
+    table = pa.table({"topic": pa.array(names, pa.string()),
+                      "_partitions": pa.array([int(topics[t]) for t in names], pa.int32())})
+    return arrow_to_spark(spark, table)
+
+
+def group_status(partitions: DataFrame, groups: Sequence[str] | None = None) -> DataFrame:
+    """Per group: the worst partition status (STOP, STALL, REWIND become ERR), lag totals, max lag.
+
+    With `groups`, only those groups, and NOTFOUND (with no partitions) for any without a committed offset.
+    """
     sev = F.create_map(*[x for name, value in SEVERITY.items() for x in (F.lit(name), F.lit(value))])
     df = partitions.select("*", sev[F.col("status")].alias("_sev"))
     agg = df.groupBy("group").agg(
@@ -161,15 +222,19 @@ def group_status(partitions: DataFrame) -> DataFrame:
         F.max(F.struct("_sev", "status")).alias("_worst_partition"),
     )
     group = F.when(F.col("_worst") >= SEVERITY["ERR"], "ERR").when(F.col("_worst") == SEVERITY["WARN"], "WARN")
+    if groups is not None:
+        asked = arrow_to_spark(partitions.sparkSession, pa.table({"group": pa.array(sorted(set(groups)), pa.string())}))
+        agg = asked.join(agg, "group", "left")
+        group = F.when(F.col("_worst").isNull(), "NOTFOUND").otherwise(group.otherwise("OK"))
     return agg.select(
         "group",
-        group.otherwise("OK").alias("status"),
+        (group if groups is not None else group.otherwise("OK")).alias("status"),
         F.col("_worst_partition.status").alias("worst_partition_status"),
-        "partitions",
-        "partitions_not_ok",
+        F.coalesce("partitions", F.lit(0)).cast("long").alias("partitions"),
+        F.coalesce("partitions_not_ok", F.lit(0)).cast("long").alias("partitions_not_ok"),
         "total_lag",
         F.col("_max.topic").alias("max_lag_topic"),
         F.col("_max.partition").alias("max_lag_partition"),
         F.col("_max.current_lag").alias("max_lag"),
-        "complete",
+        F.coalesce("complete", F.lit(1.0)).alias("complete"),
     ).orderBy("group")

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import logging
 import os
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from groupcoord.protocol.consumer_records import CONSUMER_KEY_TYPES
-from groupcoord.protocol.records import GroupMetadataKey, OffsetCommitKey
-from groupcoord.storage import list_segments, read_partition
+from groupcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, Record
+from groupcoord.storage import list_segments
+from groupcoord.storage.columnar import read_entries
 from groupcoord.storage.segment import parse_segment_file_name
 
 from .schema import COMMITS_SCHEMA, GROUPS_SCHEMA
@@ -47,7 +49,23 @@ class DecodedRange:
 
 
 def decode_range(part: LogRange) -> DecodedRange:
-    """Read `part` through storage's reader and split its records into the two tables."""
+    """Read `part` in bulk (storage.columnar) and decode it column by column into the two tables."""
+    from .columnar import decode_block
+
+    block = read_entries(part.directory, part.start_offset, end_offset=part.end_offset)
+    commits, groups = decode_block(block, part.log_partition)
+    if part.end_offset is not None and commits.num_rows and block.end.next_offset > part.end_offset:
+        commits = commits.filter(pc.less(commits["log_offset"], part.end_offset))
+        groups = groups.filter(pc.less(groups["log_offset"], part.end_offset))
+    return DecodedRange(commits, groups, commits.num_rows + groups.num_rows,
+                        min(block.end.next_offset, part.end_offset or block.end.next_offset))
+
+
+def records_to_tables(records: Iterable[tuple[int, int, Record]], log_partition: int) -> tuple[pa.Table, pa.Table]:
+    """(offset, timestamp, record) triples as the commits and groups tables, one record at a time.
+
+    The reference path: the columnar decoder falls back to it for a block it does not understand.
+    """
     c_group: list[str] = []
     c_topic: list[str] = []
     c_part: list[int] = []
@@ -60,41 +78,34 @@ def decode_range(part: LogRange) -> DecodedRange:
     c_pos: list[int] = []
     c_lts: list[int] = []
     g_rows: dict[str, list] = {name: [] for name in GROUPS_SCHEMA.names}
-    end = part.end_offset
-    next_offset = part.start_offset
-    records = 0
-    with closing(read_partition(part.directory, part.start_offset)) as log_records:
-        for offset, ts, (key, value) in log_records:
-            if end is not None and offset >= end:
-                break
-            records += 1
-            next_offset = offset + 1
-            if type(key) is OffsetCommitKey:
-                c_group.append(key.group)
-                c_topic.append(key.topic)
-                c_part.append(key.partition)
-                if value is None:
-                    c_offset.append(None)
-                    c_epoch.append(None)
-                    c_meta.append(None)
-                    c_cts.append(None)
-                    c_ets.append(None)
-                    c_tomb.append(True)
-                else:
-                    c_offset.append(value.offset)
-                    c_epoch.append(value.leader_epoch)
-                    c_meta.append(value.metadata)
-                    c_cts.append(value.commit_timestamp)
-                    c_ets.append(value.expire_timestamp)
-                    c_tomb.append(False)
-                c_pos.append(offset)
-                c_lts.append(ts)
-            elif type(key) is GroupMetadataKey:
-                _add_group_row(g_rows, key, value, part.log_partition, offset, ts)
-            elif type(key) in CONSUMER_KEY_TYPES:
-                continue  # consumer group (KIP-848) records: membership, not offsets; no report reads them
-            else:  # pragma: no cover - record_from_obj only builds these key types
-                log.warning("%s: skipping a record with unknown key %r at offset %d", part.directory, key, offset)
+    for offset, ts, (key, value) in records:
+        if type(key) is OffsetCommitKey:
+            c_group.append(key.group)
+            c_topic.append(key.topic)
+            c_part.append(key.partition)
+            if value is None:
+                c_offset.append(None)
+                c_epoch.append(None)
+                c_meta.append(None)
+                c_cts.append(None)
+                c_ets.append(None)
+                c_tomb.append(True)
+            else:
+                c_offset.append(value.offset)
+                c_epoch.append(value.leader_epoch)
+                c_meta.append(value.metadata)
+                c_cts.append(value.commit_timestamp)
+                c_ets.append(value.expire_timestamp)
+                c_tomb.append(False)
+            c_pos.append(offset)
+            c_lts.append(ts)
+        elif type(key) is GroupMetadataKey:
+            add_group_row(g_rows, key, value, log_partition, offset, ts)
+        elif type(key) in CONSUMER_KEY_TYPES:
+            continue  # consumer group (KIP-848) records: membership, not offsets; no report reads them
+        else:  # pragma: no cover - record_from_obj only builds these key types
+            log.warning("log partition %d: skipping a record with unknown key %r at offset %d",
+                        log_partition, key, offset)
     n = len(c_group)
     commits = pa.table(
         [
@@ -107,18 +118,18 @@ def decode_range(part: LogRange) -> DecodedRange:
             pa.array(c_cts, pa.int64()),
             pa.array(c_ets, pa.int64()),
             pa.array(c_tomb, pa.bool_()),
-            pa.array([part.log_partition] * n, pa.int32()),
+            pa.array([log_partition] * n, pa.int32()),
             pa.array(c_pos, pa.int64()),
             pa.array(c_lts, pa.int64()),
         ],
         schema=COMMITS_SCHEMA,
     )
-    groups = pa.Table.from_pydict(g_rows, schema=GROUPS_SCHEMA)
-    return DecodedRange(commits, groups, records, next_offset)
+    return commits, pa.Table.from_pydict(g_rows, schema=GROUPS_SCHEMA)
 
 
-def _add_group_row(rows: dict[str, list], key: GroupMetadataKey, value, log_partition: int, offset: int,
-                   ts: int) -> None:
+def add_group_row(rows: dict[str, list], key: GroupMetadataKey, value, log_partition: int, offset: int,
+                  ts: int) -> None:
+    """Append one group-metadata record to the column lists of GROUPS_SCHEMA."""
     rows["group"].append(key.group)
     if value is None:
         for name in ("generation", "protocol_type", "protocol", "leader", "member_count", "members"):

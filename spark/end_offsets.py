@@ -7,13 +7,14 @@ log end last stood at the committed offset, interpolated between samples).
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Union
 
 import pyarrow as pa
 
-from groupcoord.storage.topics import read_end_offset_history
+from groupcoord.storage.topics import REGISTRY_FILE, read_end_offset_history
 
 from .blocks import arrow_to_spark
 from .schema import END_OFFSETS_SCHEMA
@@ -58,3 +59,13 @@ def end_offset_samples(
 def end_offsets_frame(spark: Any, samples: pa.Table) -> Any:
     """The samples as a Spark DataFrame, handed over through Ray's object store like the logs."""
     return arrow_to_spark(spark, samples)
+
+
+def registered_topics(root: str | Path | None) -> dict[str, int] | None:
+    """The topics of the registry under `root` with their partition counts (None without a registry)."""
+    if root is None:
+        return None
+    path = Path(root) / REGISTRY_FILE
+    if not path.exists():
+        return None
+    return {name: int(t["partitions"]) for name, t in json.loads(path.read_text()).items()}

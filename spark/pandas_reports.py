@@ -10,14 +10,14 @@ Spark nor Ray.
 
 from __future__ import annotations
 
-import itertools
 import logging
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .burrow_rules import SEVERITY, check_status_options, group_status_of
+from .burrow_rules import SEVERITY, check_status_options, evaluate, group_status_of
 from .schema import COMMIT_KEY, DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
@@ -105,29 +105,9 @@ def lag_report_local(commits: pa.Table, samples: pa.Table, now_ms: int) -> pd.Da
     return known[cols].sort_values(COMMIT_KEY, ignore_index=True)
 
 
-def _status(offsets: np.ndarray, times: np.ndarray, lags: list, current_lag, recent: np.ndarray, now_ms: int,
-            window: int, min_complete: float, allowed_lag: int) -> str:
-    n = len(offsets)
-    if n / window < min_complete or (current_lag is not None and current_lag <= allowed_lag):
-        return "OK"
-    last = offsets[-1]
-    stopped = (now_ms - times[-1]) > (times[-1] - times[0])
-    if stopped and not (recent <= last).any():
-        return "STOP"
-    if any(lag is not None and lag <= allowed_lag for lag in lags):
-        return "OK"
-    if (np.diff(offsets) < 0).any():
-        return "REWIND"
-    if (offsets == offsets[0]).all():
-        return "STALL"
-    known = [lag for lag in lags if lag is not None]
-    if len(known) >= 2 and all(b >= a for a, b in itertools.pairwise(known)):
-        return "WARN"
-    return "OK"
-
-
 def partition_status_local(commits: pa.Table, samples: pa.Table, now_ms: int, *, window: int = DEFAULT_WINDOW,
-                           min_complete: float = 0.0, allowed_lag: int = 0) -> pd.DataFrame:
+                           min_complete: float = 0.0, allowed_lag: int = 0,
+                           topics: Mapping[str, int] | None = None) -> pd.DataFrame:
     """partition_status with pandas (a Python loop over keys for the rules themselves)."""
     check_status_options(window, allowed_lag)
     df = _frame(commits)
@@ -148,12 +128,18 @@ def partition_status_local(commits: pa.Table, samples: pa.Table, now_ms: int, *,
             for k, g in s.groupby(["topic", "partition"])}
     rows = []
     for (group, topic, partition), g in lagged.groupby(COMMIT_KEY, sort=True):
+        if topics is not None and not partition < topics.get(topic, 0):
+            continue  # a partition of a topic that no longer exists
         offsets = g["offset"].to_numpy()
         times = g["commit_timestamp"].to_numpy()
         lags = [None if pd.isna(e) else max(int(e) - int(o), 0) for e, o in zip(g["_end"], offsets, strict=True)]
         end, recent = ends.get((topic, partition), (None, np.array([], dtype=np.int64)))
         current_lag = None if end is None else max(end - int(offsets[-1]), 0)
-        status = _status(offsets, times, lags, current_lag, recent, now_ms, window, min_complete, allowed_lag)
+        if len(offsets) / window < min_complete:
+            status = "OK"
+        else:
+            status = evaluate(offsets.tolist(), times.tolist(), lags, current_lag, recent.tolist(), now_ms,
+                              allowed_lag=allowed_lag)
         rows.append((group, topic, partition, status, int(offsets[-1]), end, current_lag, len(offsets) / window,
                      len(offsets), int(times[0]), int(times[-1]), [int(o) for o in offsets], lags))
     cols = [*COMMIT_KEY, "status", "committed_offset", "end_offset", "current_lag", "complete", "window_commits",
@@ -166,9 +152,17 @@ _GROUP_COLUMNS = ["group", "status", "worst_partition_status", "partitions", "pa
                   "max_lag_topic", "max_lag_partition", "max_lag", "complete"]
 
 
-def group_status_local(partitions: pd.DataFrame) -> pd.DataFrame:
-    """group_status with pandas, from partition_status_local: per group, the worst status, lag totals, max lag."""
+def group_status_local(partitions: pd.DataFrame, groups: Sequence[str] | None = None) -> pd.DataFrame:
+    """group_status with pandas, from partition_status_local: per group, the worst status, lag totals, max lag.
+
+    With `groups`, only those groups, and NOTFOUND (with no partitions) for any without a committed offset.
+    """
     rows = []
+    if groups is not None:
+        asked = set(groups)
+        partitions = partitions[partitions["group"].isin(asked)]
+        rows = [(g, "NOTFOUND", None, 0, 0, None, None, None, None, 1.0)
+                for g in sorted(asked - set(partitions["group"]))]
     for group, g in partitions.groupby("group", sort=True):
         severities = [SEVERITY[s] for s in g["status"]]
         worst = max(severities)
@@ -178,6 +172,6 @@ def group_status_local(partitions: pd.DataFrame) -> pd.DataFrame:
         rows.append((group, group_status_of(worst), g["status"].iloc[severities.index(worst)], len(g),
                      sum(s != "OK" for s in g["status"]), sum(t[0] for t in lagged) if lagged else None,
                      max_topic, max_partition, max_lag, float((g["complete"] >= 1.0).mean())))
-    out = pd.DataFrame(rows, columns=_GROUP_COLUMNS)
+    out = pd.DataFrame(rows, columns=_GROUP_COLUMNS).sort_values("group", ignore_index=True)
     return out.astype({"partitions": "int64", "partitions_not_ok": "int64", "total_lag": "Int64",
                        "max_lag_partition": "Int32", "max_lag": "Int64"})

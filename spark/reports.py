@@ -24,6 +24,12 @@ def _position(*fields: str) -> Any:
     return F.struct("log_partition", "log_offset", *fields)
 
 
+def log_position() -> Any:
+    """A record's place in the logs as one long (offsets partition, then log offset): an ordering that
+    max_by can aggregate in a hash table, where max(struct) needs a sort of every row."""
+    return F.col("log_partition").cast("long") * F.lit(1 << 40) + F.col("log_offset")
+
+
 def non_negative(diff: Any) -> Any:
     """max(diff, 0), staying null when diff is null (Spark's greatest() would skip the null)."""
     return F.when(diff.isNull(), F.lit(None)).otherwise(F.greatest(diff, F.lit(0)))
@@ -38,19 +44,20 @@ def commit_summary(commits: DataFrame, now_ms: int) -> DataFrame:
     that was committed before.
     """
     live = ~F.col("tombstone")
+    pos = log_position()
     agg = commits.groupBy(*COMMIT_KEY).agg(
         F.sum(F.when(live, 1).otherwise(0)).cast("long").alias("commits"),
         F.sum(F.when(live, 0).otherwise(1)).cast("long").alias("tombstones"),
         F.min(F.when(live, F.col("commit_timestamp"))).alias("first_commit_ms"),
         F.max(F.when(live, F.col("commit_timestamp"))).alias("last_commit_ms"),
-        F.max(F.when(live, _position("offset"))).alias("_last_commit"),
-        F.max(_position("tombstone")).alias("_latest"),
+        F.max_by(F.col("offset"), F.when(live, pos)).alias("committed_offset"),
+        F.max_by(F.col("tombstone"), pos).alias("deleted"),
     )
     span = F.col("last_commit_ms") - F.col("first_commit_ms")
     return agg.select(
         *COMMIT_KEY,
-        F.col("_last_commit.offset").alias("committed_offset"),
-        F.col("_latest.tombstone").alias("deleted"),
+        "committed_offset",
+        "deleted",
         "commits",
         "tombstones",
         F.when((F.col("commits") >= 2) & (span > 0), (F.col("commits") - 1) * 1000.0 / span).alias("commit_rate"),
@@ -62,14 +69,13 @@ def commit_summary(commits: DataFrame, now_ms: int) -> DataFrame:
 
 def current_commits(commits: DataFrame) -> DataFrame:
     """The committed offset of every key whose latest record is a commit (deleted keys left out)."""
+    pos = log_position()
     latest = commits.groupBy(*COMMIT_KEY).agg(
-        F.max(_position("tombstone", "offset", "commit_timestamp")).alias("r")
+        F.max_by(F.col("tombstone"), pos).alias("_deleted"),
+        F.max_by(F.col("offset"), pos).alias("committed_offset"),
+        F.max_by(F.col("commit_timestamp"), pos).alias("commit_timestamp"),
     )
-    return latest.where(~F.col("r.tombstone")).select(
-        *COMMIT_KEY,
-        F.col("r.offset").alias("committed_offset"),
-        F.col("r.commit_timestamp").alias("commit_timestamp"),
-    )
+    return latest.where(~F.col("_deleted")).drop("_deleted")
 
 
 def samples_until(samples: DataFrame, now_ms: int) -> DataFrame:

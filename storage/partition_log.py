@@ -27,6 +27,7 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 
 from groupcoord.protocol.records import Record, encode_batch
 
+from .columnar import exported_prefix, read_export_floor
 from .compaction import CompactionResult, Compactor, StepHook, recover_directory
 from .errors import CompactionError, CorruptLogError, LogClosedError, StorageError
 from .fileops import OS_FILES, FileOps, makedirs_durably
@@ -334,8 +335,9 @@ class PartitionLog:
         with self._compaction_lock:
             self._check_usable()
             with self._segments_lock:
-                closed = self._segments[:-1]
-                active = self._segments[-1]
+                # Only segments the export has wholly taken (export.floor); the first one kept is the cap.
+                closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
+                active = self._segments[len(closed)]
                 # Only what the last fsync made durable: compaction must never remove a record whose
                 # replacement a power loss could still take away.
                 active_size = active.size if self.sync_policy == "never" else active.synced_size
@@ -368,7 +370,7 @@ class PartitionLog:
     def compaction_due(self) -> bool:
         """Whether enough closed bytes were never compacted (the trigger of maybe_compact)."""
         with self._segments_lock:
-            closed = self._segments[:-1]
+            closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
         total = sum(s.size for s in closed)
         dirty = sum(s.size for s in closed if not s.clean)
         return dirty > 0 and dirty >= self.min_compaction_bytes and dirty >= self.min_dirty_ratio * total

@@ -152,3 +152,8 @@ def read_log(path: str | os.PathLike[str], start_offset: int = 0) -> Iterator[Lo
     if Path(path).is_dir():
         return read_partition(path, start_offset)
     return read_segment(path, start_offset)
+
+
+def open_snapshot(directory: str | os.PathLike[str]) -> list[OpenSegment]:
+    """The segments that make up a partition's log right now, opened for reading (the caller closes them)."""
+    return _open_snapshot(Path(directory))

@@ -12,6 +12,7 @@ import click
 from ..client import ServiceError
 from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
 from ..service.logs import LOG_FORMATS
+from .cli_export import export, storage_root_option
 from .cli_groups import groups, offsets, topics
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
 from .quiet import configure_output, ensure_ray
@@ -151,13 +152,7 @@ def demo(short: bool, storage_path: str | None) -> None:
 
 
 @main.command()
-@click.option(
-    "--storage",
-    "storage_path",
-    type=click.Path(file_okay=False, exists=True),
-    default=None,
-    help="Storage root to analyse (default: the running service's).",
-)
+@storage_root_option("analyse")
 @click.option(
     "--report",
     "reports",
@@ -177,10 +172,19 @@ def demo(short: bool, storage_path: str | None) -> None:
 @click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True, help="Spark executors.")
 @click.option("--executor-memory", default="1G", show_default=True)
 @click.option("--now-ms", type=int, default=None, hidden=True, help="Evaluate as of this time (tests).")
+@click.option("--history", default=None, help="Read this exported history (a directory or fsspec URL; see export).")
+@click.option("--since", default=None, help="Only records appended from this time: ISO-8601 or ms since the epoch.")
+@click.option("--until", default=None, help="Only records appended until this time (the reports are as of it).")
+@click.option("--allowed-lag", type=click.IntRange(min=0), default=0, show_default=True,
+              help="A lag of at most this many offsets counts as none (Burrow's allowed-lag).")
+@click.option("--group", "groups", multiple=True, help="Only these groups (repeatable); NOTFOUND if no commits.")
 @click.pass_context
-def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, executor_memory, now_ms) -> None:
+def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, executor_memory, now_ms, history, since,
+            until, allowed_lag, groups) -> None:
     """Analyse committed offsets with Spark on Ray (RayDP): commit rates, Burrow status, lag, rebalances."""
     from groupcoord.spark import SparkOptions, run_analysis
+
+    from .cli_export import time_ms
 
     if storage_path is None:
         storage_path = connect_service(ctx.obj["address"], ctx.obj["namespace"]).storage_path
@@ -193,6 +197,11 @@ def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, exe
         ray_address=ctx.obj["address"],
         now_ms=now_ms,
         window=window,
+        history=history,
+        since_ms=time_ms(since, "--since"),
+        until_ms=time_ms(until, "--until"),
+        allowed_lag=allowed_lag,
+        groups=list(groups) or None,
         reports=reports or None,
         limit=limit,
         plot_path=plot_path,
@@ -204,6 +213,7 @@ def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, exe
 
 
 main.add_command(groups)
+main.add_command(export)
 main.add_command(offsets)
 main.add_command(topics)
 

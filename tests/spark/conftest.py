@@ -1,0 +1,20 @@
+"""The one Spark session of the spark tests: RayDP on the suite's local Ray, started once, stopped at the end."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupcoord.spark import SparkOptions, start_spark, stop_spark
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """Spark on the shared local Ray (started here if no module started it yet), for every spark test module."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 namespace="groupcoord-tests")
+    session = start_spark(SparkOptions(app_name="groupcoord-tests", executor_memory="512M"))
+    yield session
+    stop_spark()
