@@ -134,7 +134,7 @@ def status(ctx, watch: bool, interval: float, count: int | None) -> None:
 
 
 @main.command()
-@click.option("--short", is_flag=True, help="A quick run (for tests).")
+@click.option("--short", is_flag=True, help="A quick run without the Spark analysis (shorter timeouts).")
 @click.option(
     "--storage",
     "storage_path",
@@ -142,11 +142,18 @@ def status(ctx, watch: bool, interval: float, count: int | None) -> None:
     default=None,
     help="Where the demo keeps its data (default: a temporary directory).",
 )
-def demo(short: bool, storage_path: str | None) -> None:
-    """Run the demo: a group riding through joins, a leave, a crash and a coordinator restart."""
+@click.option(
+    "--keep",
+    "keep_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep the storage, the exported history and the plot in this directory, to look at them afterwards.",
+)
+def demo(short: bool, storage_path: str | None, keep_dir: str | None) -> None:
+    """Run the demo: a group through joins, a leave, a crash, a coordinator restart, then Spark's analysis."""
     from .demo import run_demo
 
-    ok = run_demo(short=short, storage_path=storage_path)
+    ok = run_demo(short=short, storage_path=storage_path, keep_dir=keep_dir)
     if not ok:
         raise CliError("the demo found a problem (see above)")
 

@@ -20,6 +20,7 @@ from groupcoord.protocol.config import GroupConfig
 
 from ..client import AdminClient, Service
 from ..service import start, stop
+from .demo_analysis import analyse_demo_run, keep_paths
 from .quiet import init_ray
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,10 @@ class DemoWorker:
 class Demo:
     """The scripted scenario; `run()` returns True when every check passed."""
 
-    def __init__(self, short: bool, storage_path: str) -> None:
+    def __init__(self, short: bool, storage_path: str, keep_dir: str | None = None) -> None:
         self.short = short
+        self.keep_dir = keep_dir
+        self.verified = 0
         self.session_ms = 2000 if short else 6000
         self.storage_path = storage_path
         self.started = time.monotonic()
@@ -170,7 +173,7 @@ class Demo:
 
         self.say(f"starting Ray and the groupcoord service (4 partitions, storage {self.storage_path})")
         if not ray.is_initialized():
-            init_ray(num_cpus=2, include_dashboard=False, namespace=NAMESPACE)
+            init_ray(address="local", num_cpus=2, include_dashboard=False, namespace=NAMESPACE)
         self.svc = start(
             4,
             self.storage_path,
@@ -183,6 +186,7 @@ class Demo:
         self.say(f"topic {TOPIC!r} with {PARTITIONS} partitions; group {GROUP!r} lives on offsets partition {p}")
         try:
             self.script()
+            self.drain()
         finally:
             for w in self.workers.values():
                 try:
@@ -190,7 +194,28 @@ class Demo:
                 except Exception:
                     pass
             stop(NAMESPACE)
+        if not self.short:
+            history, plot = keep_paths(self.keep_dir, self.storage_path)
+            self.problems += analyse_demo_run(self.storage_path, history, plot, GROUP, self.acked, self.say)
+        self.summary(len(self.acked), self.verified)
+        self.next_steps()
         return not self.problems
+
+    def drain(self) -> None:
+        """Stop producing, let the members catch up with the end offsets, then close them and count their acks."""
+        ends = {TopicPartition(TOPIC, p): end for p, end in self.end_offsets.items()}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            self.collect_acks(list(self.workers))
+            if all(self.acked.get(tp, 0) >= end for tp, end in ends.items()):
+                break
+            time.sleep(0.2)
+        for name in list(self.workers):
+            worker = self.workers.pop(name)
+            ray.get(worker.close.remote(), timeout=30)
+            for tp, off in ray.get(worker.acked_offsets.remote()).items():
+                self.acked[tp] = max(self.acked.get(tp, 0), off)
+        self.say(f"    the consumers caught up with the end offsets and closed ({len(self.acked)} partitions)")
 
     def script(self) -> None:
         self.say("1. worker-1 joins the group")
@@ -239,7 +264,7 @@ class Demo:
         if lost:
             self.problems.append(f"acknowledged commits missing after the restart: {lost}")
         self.print_describe()
-        self.summary(len(self.acked), len(self.acked) - len(lost))
+        self.verified = len(self.acked) - len(lost)
 
     def print_describe(self) -> None:
         from .cli_groups import print_offsets_table
@@ -253,20 +278,42 @@ class Demo:
         print("Summary")
         print("  shown: a member joining, two joining with a cooperative rebalance, a clean leave,")
         print("         a crash detected by session timeout, and a coordinator actor killed and restarted")
+        if not self.short:
+            print("         then Spark on Ray (RayDP) analysing the exported offsets history")
         print(
             f"  verified: {verified} of {acked} partitions' last acknowledged commits are fetchable after the restart"
         )
+        if not self.short:
+            print("            and the reports show those offsets, every partition and the group OK (Burrow rules)")
         if self.problems:
             for p in self.problems:
                 print(f"  PROBLEM: {p}")
         else:
             print("  result: OK — no acknowledged commit was lost and the group is Stable")
 
+    def next_steps(self) -> None:
+        if self.keep_dir is None:
+            return
+        history, _ = keep_paths(self.keep_dir, self.storage_path)
+        print()
+        print(f"The run is kept in {self.keep_dir}. To look further:")
+        print(f"  groupcoord analyze --storage {self.storage_path} --history {history}")
+        print(f"  groupcoord start --storage {self.storage_path} --partitions 4   # the service again, on this storage")
+        print("  groupcoord status")
 
-def run_demo(short: bool = False, storage_path: str | None = None) -> bool:
-    """Run the demo on an embedded local Ray; True when every check passed."""
+
+def run_demo(short: bool = False, storage_path: str | None = None, keep_dir: str | None = None) -> bool:
+    """Run the demo on an embedded local Ray; True when every check passed.
+
+    `keep_dir` keeps the storage, the exported history and the plot there; otherwise the storage
+    lives in a temporary directory (or `storage_path`) and only the plot is left behind.
+    """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if keep_dir is not None:
+        storage = os.path.join(os.path.abspath(keep_dir), "storage")
+        os.makedirs(storage, exist_ok=True)
+        return Demo(short, storage, os.path.abspath(keep_dir)).run()
     if storage_path is not None:
         return Demo(short, storage_path).run()
     with tempfile.TemporaryDirectory(prefix="groupcoord-demo-") as tmp:
-        return Demo(short, tmp).run()
+        return Demo(short, os.path.join(tmp, "storage")).run()

@@ -48,11 +48,10 @@ def test_export_then_analyze_the_history_with_a_time_range_and_an_allowed_lag(tm
     assert plot.stat().st_size > 10_000 and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Quiet by default: none of Ray's, Spark's or the JVM's own log lines reach the terminal. A Burrow
     # status standing as a table cell (two spaces either side, e.g. WARN) is the report, not a log line.
-    status_cell = r"(?<=\s\s)(OK|WARN|ERR|STOP|STALL|REWIND|NOTFOUND)(?=\s\s|$)"
     noise = [
         line
         for line in (exported.stdout + exported.stderr + result.stdout + result.stderr).splitlines()
-        if re.search(r"ERROR|\bINFO\b|\bWARN(ING)?\b|gcs_client|log4j", re.sub(status_cell, "", line))
+        if re.search(LOG_LINE, line)
     ]
     assert not noise, noise
 
