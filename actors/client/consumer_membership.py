@@ -26,7 +26,7 @@ from groupcoord.protocol.consumer_messages import (
 
 from .coordinator_client import ACTOR_ERRORS, COORDINATOR_ERRORS, CoordinatorClient
 from .errors import error_for
-from .membership import RebalanceListener
+from .membership import RebalanceListener, topic_set
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +91,7 @@ class ConsumerMembership:
 
     def set_topics(self, topics: Iterable[str]) -> None:
         """Subscribe to these topics; the next heartbeat tells the coordinator."""
-        topics = set(topics)
-        if not all(isinstance(t, str) and t for t in topics):
-            raise ValueError(f"topics must be non-empty strings, got {sorted(map(repr, topics))}")
+        topics = topic_set(topics)
         with self._lock:
             if topics != self.topics:
                 self.topics = topics

@@ -50,6 +50,14 @@ _FATAL_JOIN_ERRORS = frozenset(
 )
 
 
+def topic_set(topics: Iterable[str]) -> set[str]:
+    """The topics of a subscription as a set; ValueError naming the bad ones unless all are non-empty str."""
+    topics = set(topics)
+    if not all(isinstance(t, str) and t for t in topics):
+        raise ValueError(f"topics must be non-empty strings, got {sorted(map(repr, topics))}")
+    return topics
+
+
 class RebalanceListener(Protocol):
     """Told about partitions leaving and joining this member; revocations always come first."""
 
@@ -134,9 +142,8 @@ class Membership:
     # --- shared with the heartbeat thread ---------------------------------------------------------
 
     def set_topics(self, topics: Iterable[str]) -> None:
-        topics = {t for t in topics}
-        if not all(isinstance(t, str) and t for t in topics):
-            raise ValueError(f"topics must be non-empty strings, got {sorted(map(repr, topics))}")
+        """Subscribe to these topics; a change makes the next poll rejoin."""
+        topics = topic_set(topics)
         with self._lock:
             if topics != self.topics:
                 self.topics = topics
