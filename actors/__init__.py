@@ -5,7 +5,15 @@
 - `tools`: the `groupcoord` command, offset-reset planning and the demo.
 """
 
-from .client import AdminClient, CommitFailedError, GroupCoordinatorError, GroupMember, Service, ServiceError
+from .client import (
+    AdminClient,
+    CommitFailedError,
+    GroupCoordinatorError,
+    GroupMember,
+    PartitionReplicas,
+    Service,
+    ServiceError,
+)
 from .service import connect, start, stop
 
 __all__ = [
@@ -13,6 +21,7 @@ __all__ = [
     "CommitFailedError",
     "GroupCoordinatorError",
     "GroupMember",
+    "PartitionReplicas",
     "Service",
     "ServiceError",
     "connect",

@@ -161,6 +161,16 @@ class PartitionLog:
             self._end = base + n
             return self._end
 
+    def append_at(self, base_offset: int, records: Sequence[Record]) -> int:
+        """Stage `records` from `base_offset`, at or past the end (a follower copying a compacted log keeps gaps)."""
+        if base_offset < self._end:
+            raise ValueError(f"{self.directory}: cannot append at {base_offset}, below the end offset {self._end}")
+        if not records:
+            return self._end
+        with self._lock:
+            self._end = base_offset
+        return self.append(records)
+
     @property
     def durable_offset(self) -> int:
         """Records below this offset are durable under the sync policy."""

@@ -25,6 +25,7 @@ COORDINATOR_ERRORS = frozenset(
 ACTOR_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.RayActorError,
     ray.exceptions.ActorUnavailableError,
+    ray.exceptions.ActorUnschedulableError,  # a replica whose node is gone
 )
 
 
@@ -127,6 +128,7 @@ class CoordinatorClient:
                     self.rediscover()
             except ACTOR_ERRORS as e:
                 log.debug("%s for %s: coordinator actor unavailable (%r); retrying", method, self.group_id, e)
+                self.rediscover()  # with replication, another replica may lead now
             except ray.exceptions.GetTimeoutError:
                 continue
             attempt += 1

@@ -7,12 +7,15 @@ import os
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.storage import StorageRoot
 
 from ..client.handle import Service, ServiceError
 from .names import ROUTER_NAME
+from .placement import check_alive_nodes, check_replication
+from .replica_actor import node_storage_path
 from .router import RouterActor
 from .spec import ServiceSpec
 
@@ -56,22 +59,41 @@ def start(
     address: str | None = None,
     config: GroupConfig | None = None,
     wait_ready_s: float = 120.0,
+    replication_factor: int = 1,
+    min_insync_replicas: int = 1,
 ) -> Service:
-    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs."""
+    """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
+
+    With `replication_factor` > 1 every partition has that many replicas on distinct nodes, and a
+    write is acknowledged once `min_insync_replicas` of them (at least a majority) hold it durably.
+    """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
     if fsync not in FSYNC_POLICIES:
         raise ServiceError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+    check_replication(replication_factor, min_insync_replicas)
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
+    if replication_factor > 1:
+        check_alive_nodes(replication_factor)
     try:
-        StorageRoot(storage_path, num_partitions)
+        StorageRoot(node_storage_path(storage_path, ray.get_runtime_context().get_node_id()), num_partitions)
     except Exception as e:
         raise ServiceError(str(e)) from e
+    options = _router_options(namespace)
+    if replication_factor > 1:
+        # The router keeps the replica placement on its node's disk: keep it on this (usually the head) node.
+        here = ray.get_runtime_context().get_node_id()
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=True)
     router = (
         ray.remote(RouterActor)
-        .options(**_router_options(namespace))
-        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig()))
+        .options(**options)
+        .remote(
+            ServiceSpec(
+                namespace, storage_path, num_partitions, fsync, config or GroupConfig(),
+                replication_factor, min_insync_replicas,
+            )
+        )
     )
     info = ray.get(router.info.remote())
     if info["error"]:
