@@ -12,6 +12,7 @@ import click
 from ..client import ServiceError
 from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
 from .cli_groups import groups, offsets, topics
+from .cli_partitions import describe_partitions
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
 
 namespace_option = click.option(
@@ -67,10 +68,15 @@ def _start_local_ray() -> None:
     help="Storage root; a shared file system path on a multi-node cluster.",
 )
 @click.option("--fsync", type=click.Choice(FSYNC_POLICIES), default="always", show_default=True)
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas per offsets partition, on distinct nodes ({node_id} in --storage names each node's disk).")
+@click.option("--min-insync-replicas", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas that hold a write before it is acknowledged (at least a majority).")
 @namespace_option
 @address_option
 @click.pass_context
-def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: str, address: str | None) -> None:
+def start(ctx, num_partitions: int, storage_path: str, fsync: str, replication_factor: int,
+          min_insync_replicas: int, namespace: str, address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -84,7 +90,10 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, namespace: st
         _start_local_ray()
         init_ray("auto", namespace)
     try:
-        svc = service.start(num_partitions, storage_path, namespace, fsync)
+        svc = service.start(
+            num_partitions, storage_path, namespace, fsync,
+            replication_factor=replication_factor, min_insync_replicas=min_insync_replicas,
+        )
     except ServiceError as e:
         raise CliError(str(e)) from None
     click.echo(
@@ -206,6 +215,7 @@ def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, exe
 main.add_command(groups)
 main.add_command(offsets)
 main.add_command(topics)
+main.add_command(describe_partitions)
 
 
 if __name__ == "__main__":
