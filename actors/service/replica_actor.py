@@ -196,7 +196,7 @@ class ReplicaActor(PartitionActor):
         """Ask the router for an election when no leader has been heard from for LEADER_TIMEOUT_S."""
         router = None
         while True:
-            await asyncio.sleep(LEADER_TIMEOUT_S / 4)
+            await asyncio.sleep(LEADER_TIMEOUT_S / 10)
             if self.runtime is not None or self._electing:
                 continue
             if time.monotonic() - self._last_contact < LEADER_TIMEOUT_S or self.spec.namespace is None:
@@ -216,8 +216,14 @@ class ReplicaActor(PartitionActor):
 
     async def _accept_epoch(self, epoch: int) -> dict | None:
         """None when a leader of `epoch` may ship to us (promising it if it is new), else the refusal."""
-        if epoch < self.state.promised_epoch or self.runtime is not None:
-            return {"fenced": max(self.state.promised_epoch, self.rlog.epoch)}
+        if self.runtime is not None:
+            if epoch <= self.rlog.epoch:
+                return {"fenced": self.rlog.epoch}
+            log.warning("partition %d leader %s deposed by epoch %d", self.partition, self.replica_id, epoch)
+            self.loop.call_later(0.05, os._exit, _DEPOSED_EXIT_CODE)
+            return {"retry": True}  # as a follower, after the restart
+        if epoch < self.state.promised_epoch:
+            return {"fenced": self.state.promised_epoch}
         if epoch > self.state.promised_epoch:
             await self._save(EpochState(epoch, self.state.history))
         self._last_contact = time.monotonic()

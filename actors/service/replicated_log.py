@@ -186,15 +186,15 @@ class ReplicatedLog:
             log.debug("follower %s of epoch %d unreachable: %r", f.replica_id, self.epoch, e)
             return
         f.last_ack = time.monotonic()
-        if answer.get("fenced") is not None:
+        if answer.get("fenced", -1) > self.epoch:
             self.fenced_by = answer["fenced"]
             raise LeaderFencedError(
                 f"leader {self.replica_id} of epoch {self.epoch} fenced by a promise of epoch {self.fenced_by}"
             )
-        if answer.get("handshake"):
-            f.match = None
-        else:
+        if "end" in answer:
             f.match = answer["end"]
+        elif answer.get("handshake"):
+            f.match = None
 
     def _advance_hw(self) -> None:
         matches = (f.match for f in self.followers if f.match is not None and f.voter)

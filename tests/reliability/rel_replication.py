@@ -77,6 +77,7 @@ class NodeChaos(Chaos):
         self.cluster = cluster
         self.storage = storage
         self.node_losses = 0
+        self.lost_nodes: list[str] = []
         self.pauses = 0
         self.zombie_acks: list[str] = []
         self.failover_s: list[float] = []
@@ -101,6 +102,7 @@ class NodeChaos(Chaos):
         before = [d.leader_epoch for d in described]
         started = time.monotonic()
         self.cluster.remove_node(workers[node_id], allow_graceful=False)
+        self.lost_nodes.append(node_id)
         shutil.rmtree(self.storage.replace("{node_id}", node_id), ignore_errors=True)
         self._wait_new_leaders(before, hit)
         self.failover_s.append(time.monotonic() - started)
@@ -135,7 +137,7 @@ class NodeChaos(Chaos):
     def wait_repaired(self, timeout_s: float = 120) -> None:
         """Wait until every partition again has its full factor of replicas on live nodes, all in sync."""
         def repaired() -> bool:
-            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")} - set(self.lost_nodes)
             return all(
                 len(set(d.replicas)) == self.factor and set(d.replicas) <= alive and set(d.in_sync) == set(d.replicas)
                 for d in self.svc.describe_partitions()

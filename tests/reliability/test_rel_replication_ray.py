@@ -9,10 +9,12 @@ ends Stable. The long run (>= 30 node losses) is `python -m benchmarks replicati
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 from rel_replication import NodeChaos, replicated_cluster
 from waiting import wait_for
 
 from groupcoord.actors import ServiceError, start
+from groupcoord.actors.tools.cli import main
 
 NAMESPACE = "gc-rel-replication"
 LOSSES = 3
@@ -62,6 +64,8 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
         assert report.final_restart_checked
         assert not report.lost, "acknowledged commits lost:\n" + "\n".join(report.lost)
         after = svc.describe_partitions()
+        table = CliRunner().invoke(main, ["--namespace", NAMESPACE, "describe-partitions"], catch_exceptions=False)
+        assert table.exit_code == 0 and all(d.leader[:12] in table.output for d in after), table.output
         for d in after:
             assert d.leader is not None and d.leader in d.in_sync and not set(d.replicas) & set(lost), d
             assert len(set(d.replicas)) == 3 and set(d.in_sync) == set(d.replicas), d
