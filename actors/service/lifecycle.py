@@ -14,7 +14,7 @@ from groupcoord.storage import StorageRoot
 
 from ..client.handle import Service, ServiceError
 from .names import ROUTER_NAME
-from .placement import check_alive_nodes, check_replication
+from .placement import check_alive_nodes, check_replication, head_node_id
 from .replica_actor import node_storage_path
 from .router import RouterActor
 from .spec import ServiceSpec
@@ -82,9 +82,9 @@ def start(
         raise ServiceError(str(e)) from e
     options = _router_options(namespace)
     if replication_factor > 1:
-        # The router keeps the replica placement on its node's disk: keep it on this (usually the head) node.
-        here = ray.get_runtime_context().get_node_id()
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=True)
+        # The router keeps the replica placement on its node's disk: the head node, whose loss ends the
+        # Ray cluster anyway (its GCS is there).
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(), soft=True)
     router = (
         ray.remote(RouterActor)
         .options(**options)

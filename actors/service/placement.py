@@ -45,6 +45,12 @@ def check_alive_nodes(replication_factor: int) -> None:
         )
 
 
+def head_node_id() -> str:
+    """The Ray head node's id (this process's node if no head is listed)."""
+    heads = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})]
+    return heads[0] if heads else ray.get_runtime_context().get_node_id()
+
+
 class PlacementFile:
     """The router's durable record of every partition's voting replicas (id, node, actor name)."""
 
