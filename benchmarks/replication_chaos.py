@@ -61,10 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
     }
     print(figures)
-    long_runs.write_json(args.json, figures)
-    for f in failures:
-        print(f"FAILED: {f}", file=sys.stderr)
-    return 1 if failures else 0
+    return long_runs.conclude(args.json, figures)
 
 
 if __name__ == "__main__":
