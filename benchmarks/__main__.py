@@ -21,6 +21,7 @@ BENCHMARKS = {
     "recovery": "benchmarks.bench_recovery",
     "memory": "benchmarks.bench_memory",
     "scale": "benchmarks.bench_scale",
+    "retention": "benchmarks.bench_retention",
 }
 # Runnable by name too, but not part of `all` (their own options and sizes).
 OTHERS = {

@@ -22,7 +22,7 @@ from typing import Callable
 from benchmarks import log_files
 from benchmarks.common import Progress
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
-from groupcoord.storage import PartitionLog
+from groupcoord.storage import FileOps, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +81,14 @@ def timed_appends(directory: Path, sync: str, appends: int, batch: int, flush_ev
     """
     fsyncs = [0]
 
-    def counting_fsync(fd: int) -> None:
-        fsyncs[0] += 1
-        os.fsync(fd)
+    class CountingFiles(FileOps):
+        def fsync(self, fd: int) -> None:
+            fsyncs[0] += 1
+            super().fsync(fd)
 
     shutil.rmtree(directory, ignore_errors=True)
     batches = [make_batch(i * batch, batch) for i in range(appends)]
-    plog = PartitionLog(directory, sync=sync, fsync=counting_fsync)
+    plog = PartitionLog(directory, sync=sync, files=CountingFiles())
     fsyncs[0] = 0
     t = time.perf_counter()
     drive(plog, batches)

@@ -391,7 +391,9 @@ async def open_local_partition(path: Path, num_partitions: int = 1, partition: i
     PartitionLog and fsync policy, minus Ray: the in-process baseline of every benchmark.
     """
     from groupcoord.actors.service import PartitionActor
+    from groupcoord.storage import StorageRoot
 
+    StorageRoot(path, num_partitions)  # as start() does: a partition only opens an existing root
     p = PartitionActor(partition, num_partitions, str(path), fsync, config)
     while not await p.is_loaded():
         await asyncio.sleep(0.005)

@@ -8,14 +8,16 @@ their records are durable. It does no I/O and reads no clock of its own.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Hashable, Iterable, TypeVar
 
 from . import validation
 from .clock import Clock, SystemClock
 from .config import GroupConfig
 from .deferred import Deferred
+from .errors import Errors
 from .group_manager import GroupMetadataManager
-from .log import MemoryLog, RecordLog
+from .group_snapshot import GroupSnapshot
+from .log import MemoryLog, RecordBatchTooLarge, RecordLog
 from .messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -41,6 +43,7 @@ from .messages import (
 from .offset_manager import OffsetMetadataManager
 from .records import OffsetCommitKey, Record
 from .responses import error_response
+from .retention_sweep import RetentionSweep
 from .runtime import ShardRuntime
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _RETENTION_KEY = ("offsets-retention",)
+_RETENTION_STEP_KEY = ("offsets-retention-step",)
+
+# How long a timer whose records the log refused waits before it runs again.
+TIMER_RETRY_MS = 1000
 
 
 class GroupCoordinator:
@@ -66,6 +73,8 @@ class GroupCoordinator:
         self.runtime = ShardRuntime(self.clock, self.log, self._replay)
         self.groups = GroupMetadataManager(self.runtime, self.config)
         self.offsets = OffsetMetadataManager(self.runtime, self.groups, self.config)
+        self.retention = RetentionSweep(self.runtime, self.offsets, self.config, self.groups.mark_dead)
+        self.timer_failures = 0
         self._schedule_retention_check()
 
     # --- replay and recovery -------------------------------------------------------------
@@ -116,22 +125,82 @@ class GroupCoordinator:
 
     def tick(self) -> None:
         """Fire every timer due by now, in deadline order, including timers that firing arms."""
-        self.runtime.timers.fire_due(self.clock.now_ms())
+        self.runtime.timers.fire_due(self.runtime.monotonic(), runner=self._run_timer)
+
+    def fire_timers(self, max_timers: int) -> bool:
+        """Fire at most `max_timers` due timers (the actor yields between calls); True if more are due."""
+        timers = self.runtime.timers
+        now = self.runtime.monotonic()
+        timers.fire_due(now, limit=max_timers, runner=self._run_timer)
+        return timers.has_due(now)
 
     def next_deadline(self) -> int | None:
-        """When the next timer is due (ms), or None; the actor sleeps until then."""
+        """When the next timer is due, in ms of the clock's monotonic time, or None; the actor sleeps until then."""
         return self.runtime.timers.next_deadline()
 
+    def _run_timer(self, key: Hashable, callback: Callable[[], None]) -> None:
+        """Run one timer so that its failure stays its own: logged with its group, counted, state put back.
+
+        A timer whose records the log refuses leaves its group as it was and runs again after
+        TIMER_RETRY_MS; any other exception is logged and counted, and the other timers go on.
+        """
+        group_id = key[1] if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str) else None
+        snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers) if self._may_empty(key) else None
+        try:
+            callback()
+        except RecordBatchTooLarge as e:
+            self.timer_failures += 1
+            log.error("timer %s of group %s: its records were refused (%s); retrying", key, group_id, e)
+            if snapshot is not None:
+                snapshot.restore()
+            self.runtime.timers.schedule(key, self.runtime.monotonic() + TIMER_RETRY_MS, callback)
+        except Exception:
+            self.timer_failures += 1
+            log.exception("timer %s of group %s failed; the other timers go on", key, group_id)
+
+    def _may_empty(self, key: Hashable) -> bool:
+        """Whether the timer `key` may end with its group Empty (the one timer path that writes records).
+
+        Only then is its group copied before it runs: a session expiry empties a group only when it
+        removes the last member; completing a join or expiring pending syncs may always.
+        """
+        if not (isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str)):
+            return False
+        group = self.groups.get_group(key[1])
+        if group is None:
+            return False
+        return key[0] != "heartbeat" or len(group.members) <= 1
+
+    def schedule_retention_check(self, delay_ms: int) -> None:
+        """Run the offset-retention check `delay_ms` from now, instead of when its interval ends."""
+        self.runtime.timers.schedule(_RETENTION_KEY, self.runtime.monotonic() + delay_ms, self._run_retention_check)
+
     def _schedule_retention_check(self) -> None:
-        self.runtime.timers.schedule(
-            _RETENTION_KEY,
-            self.clock.now_ms() + self.config.offsets_retention_check_interval_ms,
-            self._run_retention_check,
-        )
+        self.schedule_retention_check(self.config.offsets_retention_check_interval_ms)
 
     def _run_retention_check(self) -> None:
         self._schedule_retention_check()
-        self.offsets.cleanup_expired_offsets()
+        self.retention.start()
+        self._run_retention_step()
+
+    def _run_retention_step(self) -> None:
+        """One bounded step of the retention pass; the next is a timer due once this step's records are durable.
+
+        So the actor yields between steps, and a sweep never has more than one step of tombstones
+        waiting for the disk ahead of the requests that come in meanwhile.
+        """
+        if self.retention.step():
+            self.runtime.when_durable(
+                lambda: self.runtime.timers.schedule(
+                    _RETENTION_STEP_KEY, self.runtime.monotonic(), self._run_retention_step
+                )
+            )
+
+    def expire_offsets_now(self) -> None:
+        """Run a whole offset-expiry pass at once (KIP-211), as the retention check does in steps."""
+        self.retention.start()
+        while self.retention.step():
+            pass
 
     # --- requests --------------------------------------------------------------------------
 
@@ -156,7 +225,20 @@ class GroupCoordinator:
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """LeaveGroup (API key 13), by member id and/or instance id."""
-        return self._handle("leave_group", req, self.groups.leave_group)
+        return self._handle("leave_group", req, self._leave_group)
+
+    def _leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
+        """A leave writes a record only when it empties the group; then a refused write puts the group back."""
+        group = self.groups.get_group(req.group_id)
+        if group is None or len(req.members) < len(group.members):
+            return self.groups.leave_group(req)
+        snapshot = GroupSnapshot(self.groups.groups, req.group_id, self.runtime.timers)
+        try:
+            return self.groups.leave_group(req)
+        except RecordBatchTooLarge as e:
+            log.error("group %s: the leave cannot be stored (%s); the group is as it was", req.group_id, e)
+            snapshot.restore()
+            return self.runtime.respond(error_response("leave_group", req, Errors.UNKNOWN_SERVER_ERROR))
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """OffsetCommit (API key 8)."""

@@ -11,8 +11,8 @@
 
 An eligible offset expires when now - base >= offsets.retention.ms. An offset committed with an
 explicit retention (an old OffsetCommit v2-v4 RetentionTimeMs, stored as expire_timestamp) instead
-expires once now >= expire_timestamp, but only while its group is Empty: while the group has
-members the explicit timestamp is not honoured and the retention rule above applies.
+expires once now >= expire_timestamp, in every case above where offsets expire at all, as Kafka's
+OffsetExpirationConditionImpl decides; where nothing expires, it does not either.
 """
 
 from __future__ import annotations
@@ -49,6 +49,19 @@ def expiration_condition(group: ClassicGroup) -> tuple[BaseTimestamp, set[str]] 
     return None
 
 
+def is_expired(
+    condition: tuple[BaseTimestamp, set[str]], tp: TopicPartition, value: OffsetCommitValue, now_ms: int,
+    retention_ms: int,
+) -> bool:
+    """Whether one offset has expired under a group's `condition` (from expiration_condition)."""
+    base, subscribed = condition
+    if tp.topic in subscribed:
+        return False
+    if value.expire_timestamp != -1:
+        return now_ms >= value.expire_timestamp
+    return now_ms - base(value) >= retention_ms
+
+
 def expired_partitions(
     group: ClassicGroup,
     offsets: Mapping[TopicPartition, OffsetCommitValue],
@@ -59,15 +72,4 @@ def expired_partitions(
     condition = expiration_condition(group)
     if condition is None:
         return []
-    base, subscribed = condition
-    honour_explicit = group.state == GroupState.EMPTY
-    expired = []
-    for tp, value in offsets.items():
-        if tp.topic in subscribed:
-            continue
-        if honour_explicit and value.expire_timestamp != -1:
-            if now_ms >= value.expire_timestamp:
-                expired.append(tp)
-        elif now_ms - base(value) >= retention_ms:
-            expired.append(tp)
-    return expired
+    return [tp for tp, value in offsets.items() if is_expired(condition, tp, value, now_ms, retention_ms)]

@@ -14,7 +14,6 @@ import logging
 from .config import GroupConfig
 from .deferred import Deferred
 from .errors import Errors
-from .expiration import expired_partitions
 from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from .group_manager import GroupMetadataManager
 from .log import RecordBatchTooLarge
@@ -194,7 +193,11 @@ class OffsetMetadataManager:
                 records[tp] = _tombstone(req.group_id, tp)
         # As Kafka's Java coordinator: an Empty group left without offsets is removed by the
         # next expiry pass, not here.
-        self.rt.append(list(records.values()))
+        try:
+            self.rt.append(list(records.values()))
+        except RecordBatchTooLarge as e:
+            log.error("group %s: deleting %d offsets cannot be stored: %s", req.group_id, len(records), e)
+            return self.rt.respond(OffsetDeleteResponse(Errors.UNKNOWN_SERVER_ERROR, {}))
         return self.rt.respond(OffsetDeleteResponse(Errors.NONE, errors))
 
     @staticmethod
@@ -207,9 +210,14 @@ class OffsetMetadataManager:
     # --- DeleteGroups ----------------------------------------------------------------------
 
     def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
-        """Delete Empty groups with all their offsets; other groups are refused per id."""
+        """Delete Empty groups with all their offsets; other groups are refused per id.
+
+        The tombstones go to the log first; only once it took them are the groups marked Dead, so
+        a refused write leaves every group as it was (answered UNKNOWN_SERVER_ERROR).
+        """
         results: dict[str, Errors] = {}
         records: list[Record] = []
+        deleted: list[ClassicGroup] = []
         for group_id in req.group_ids:
             if group_id in results:
                 continue
@@ -219,42 +227,44 @@ class OffsetMetadataManager:
             elif not group.in_state(GroupState.EMPTY):
                 results[group_id] = Errors.NON_EMPTY_GROUP
             else:
-                records.extend(self._delete_group_records(group))
+                records.extend(self.delete_group_records(group))
+                deleted.append(group)
                 results[group_id] = Errors.NONE
-        self.rt.append(records)
+        try:
+            self.rt.append(records)
+        except RecordBatchTooLarge as e:
+            log.error("deleting groups %s cannot be stored: %s", [g.group_id for g in deleted], e)
+            for group in deleted:
+                results[group.group_id] = Errors.UNKNOWN_SERVER_ERROR
+            return self.rt.respond(DeleteGroupsResponse(results))
+        for group in deleted:
+            self.groups.mark_dead(group)
         return self.rt.respond(DeleteGroupsResponse(results))
 
-    def _delete_group_records(self, group: ClassicGroup) -> list[Record]:
-        """Mark `group` Dead and return the tombstones of all its offsets and of the group itself."""
-        self.groups.mark_dead(group)
+    def delete_group_records(self, group: ClassicGroup) -> list[Record]:
+        """The tombstones of all of `group`'s offsets and of the group itself (mark it Dead once appended)."""
         records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
         records.append(self.groups.group_tombstone(group.group_id))
         return records
 
+    def offset_keys(self, group_id: str) -> list[TopicPartition]:
+        """The partitions `group_id` has committed offsets for, as a list (a snapshot)."""
+        return list(self._offsets.get(group_id, ()))
+
+    def committed_value(self, group_id: str, tp: TopicPartition) -> OffsetCommitValue | None:
+        """The committed offset of one partition of a group, or None."""
+        offsets = self._offsets.get(group_id)
+        return None if offsets is None else offsets.get(tp)
+
+    def offset_count(self, group_id: str) -> int:
+        """How many partitions `group_id` has committed offsets for."""
+        return len(self._offsets.get(group_id, ()))
+
     # --- expiry ----------------------------------------------------------------------------
 
-    def cleanup_expired_offsets(self) -> None:
-        """Tombstone expired offsets (KIP-211); delete Empty groups that are left without offsets.
-
-        As Kafka's Java coordinator, an Empty group whose offsets have all expired (or that has
-        none) gets a group tombstone, whatever its generation.
-        """
-        now = self.rt.now()
-        retention = self.config.offsets_retention_ms
-        records: list[Record] = []
-        expired_count = deleted = 0
-        for group in list(self.groups.groups.values()):
-            committed = self._offsets.get(group.group_id, {})
-            expired = expired_partitions(group, committed, now, retention)
-            expired_count += len(expired)
-            if group.in_state(GroupState.EMPTY) and len(expired) == len(committed):
-                records.extend(self._delete_group_records(group))
-                deleted += 1
-            else:
-                records.extend(_tombstone(group.group_id, tp) for tp in expired)
-        if records:
-            log.info("offset expiry removed %d offsets and %d empty groups", expired_count, deleted)
-            self.rt.append(records)
+    def tombstone(self, group_id: str, tp: TopicPartition) -> Record:
+        """The record that deletes one committed offset."""
+        return _tombstone(group_id, tp)
 
 
 def _fetched(value: OffsetCommitValue) -> OffsetFetchPartition:

@@ -10,6 +10,8 @@ from typing import Any, Callable, Hashable
 # deadlines by scheduling time; heap_seq names the one heap entry that stands for the timer.
 _DEADLINE, _SEQ, _CALLBACK, _HEAP_SEQ = 0, 1, 2, 3
 
+Runner = Callable[[Hashable, Callable[[], None]], None]
+
 
 class Purgatory:
     """Timers by key: scheduling a key again replaces its timer; fire_due runs due ones in deadline order.
@@ -47,6 +49,11 @@ class Purgatory:
         t = self._timers.get(key)
         return None if t is None else t[_DEADLINE]
 
+    def entry(self, key: Hashable) -> tuple[int, Callable[[], None]] | None:
+        """The deadline and callback of the timer `key`, or None if it is not armed."""
+        t = self._timers.get(key)
+        return None if t is None else (t[_DEADLINE], t[_CALLBACK])
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._timers
 
@@ -58,17 +65,30 @@ class Purgatory:
         self._settle_top()
         return self._heap[0][0] if self._heap else None
 
-    def fire_due(self, now_ms: int) -> int:
-        """Run every timer due at `now_ms`, including those that firing arms; returns how many ran."""
+    def fire_due(self, now_ms: int, limit: int | None = None, runner: Runner | None = None) -> int:
+        """Run timers due at `now_ms` in deadline order, including those that firing arms; returns how many ran.
+
+        At most `limit` run (all when None), so a caller can yield between batches. `runner(key,
+        callback)` runs each one (default: the callback itself), so a caller can supervise them.
+        """
         fired = 0
-        while True:
+        while limit is None or fired < limit:
             self._settle_top()
             if not self._heap or self._heap[0][0] > now_ms:
                 return fired
             _, _, key = heapq.heappop(self._heap)
             callback = self._timers.pop(key)[_CALLBACK]
-            callback()
+            if runner is None:
+                callback()
+            else:
+                runner(key, callback)
             fired += 1
+        return fired
+
+    def has_due(self, now_ms: int) -> bool:
+        """Whether a timer is due at `now_ms`."""
+        deadline = self.next_deadline()
+        return deadline is not None and deadline <= now_ms
 
     def _settle_top(self) -> None:
         """Pop cancelled entries and re-push re-armed ones until the top entry is exact (or none is left)."""

@@ -6,7 +6,7 @@ import logging
 from collections import deque
 from typing import Callable, Sequence, TypeVar
 
-from .clock import Clock
+from .clock import Clock, monotonic_ms_of
 from .deferred import Deferred
 from .log import RecordLog
 from .purgatory import Purgatory
@@ -27,6 +27,7 @@ class ShardRuntime:
 
     def __init__(self, clock: Clock, log: RecordLog, replay: Callable[[Record], None]) -> None:
         self.clock = clock
+        self.monotonic = monotonic_ms_of(clock)
         self.log = log
         self.timers = Purgatory()
         self._replay = replay
@@ -35,7 +36,7 @@ class ShardRuntime:
         self._waiters: deque[tuple[int, Callable[[], None]]] = deque()
 
     def now(self) -> int:
-        """The current time in milliseconds."""
+        """The wall-clock time in milliseconds: for what is recorded (commit and state timestamps)."""
         return self.clock.now_ms()
 
     def append(self, records: Sequence[Record]) -> int:

@@ -99,7 +99,7 @@ def storage_partitions(root: str | Path, num_partitions: int | None = None) -> l
     if num_partitions is None:
         num_partitions = int(json.loads(meta_path.read_text())["num_partitions"])
     # With the metadata file present StorageRoot only reads and checks it.
-    storage = StorageRoot(root, num_partitions)
+    storage = StorageRoot(root, num_partitions, create=False)
     return [(i, storage.partition_dir(i)) for i in range(num_partitions)]
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+
+from .quiet import QUIET_LOG4J2_CONFIG, default_log_file, stderr_to_file
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,8 @@ class SparkOptions:
     executor_memory: str = "1G"
     shuffle_partitions: int | None = None
     log_level: str = "ERROR"
+    quiet: bool = True  # the JVMs log to a file (see log4j2-quiet.properties), not the terminal
+    log_file: str | None = None  # where the quiet JVMs log (default: quiet.default_log_file())
     configs: dict[str, str] = field(default_factory=dict)
 
     def spark_configs(self) -> dict[str, str]:
@@ -42,6 +46,11 @@ class SparkOptions:
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.session.timeZone": "UTC",
         }
+        if self.quiet:
+            # RayDP hands these to every JVM it starts as -Dlog4j2.configurationFile.
+            conf["spark.log4j.config.file.name"] = QUIET_LOG4J2_CONFIG
+            conf["spark.ray.log4j.config.file.name"] = QUIET_LOG4J2_CONFIG
+            conf["spark.driver.extraJavaOptions"] = f"-Dgroupcoord.spark.log={self.log_file or default_log_file()}"
         conf.update(self.configs)
         return conf
 
@@ -67,13 +76,15 @@ def start_spark(options: SparkOptions | None = None, *, ray_address: str | None 
         "starting Spark on Ray: %d executor(s) x %d core(s), %s each",
         options.num_executors, options.executor_cores, options.executor_memory,
     )
-    spark = raydp.init_spark(
-        options.app_name,
-        num_executors=options.num_executors,
-        executor_cores=options.executor_cores,
-        executor_memory=options.executor_memory,
-        configs=options.spark_configs(),
-    )
+    # The Spark driver JVM inherits our stderr and loads Ray's core, which logs INFO lines there.
+    with stderr_to_file(options.log_file) if options.quiet else nullcontext():
+        spark = raydp.init_spark(
+            options.app_name,
+            num_executors=options.num_executors,
+            executor_cores=options.executor_cores,
+            executor_memory=options.executor_memory,
+            configs=options.spark_configs(),
+        )
     spark.sparkContext.setLogLevel(options.log_level)
     log.info("Spark %s is up (app %s)", spark.version, options.app_name)
     return spark

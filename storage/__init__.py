@@ -13,19 +13,26 @@ from .errors import (
     StorageConfigError,
     StorageError,
 )
+from .fileops import FileOps
 from .partition_log import SYNC_POLICIES, PartitionLog
 from .reader import LogRecord, list_segments, read_log, read_partition, read_segment
-from .root import StorageRoot
+from .root import LostPartitionError, RootInUseError, StorageRoot
+from .writer import LogLockedError, StaleWriterError
 
 __all__ = [
     "SYNC_POLICIES",
     "CompactionError",
     "CompactionResult",
     "CorruptLogError",
+    "FileOps",
     "LogClosedError",
+    "LogLockedError",
     "LogRecord",
     "LogWriteError",
+    "LostPartitionError",
     "PartitionLog",
+    "RootInUseError",
+    "StaleWriterError",
     "StorageConfigError",
     "StorageError",
     "StorageRoot",

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from .errors import CompactionError
+from .fileops import OS_FILES, FileOps, write_all
 from .framing import BatchDecoder, EntryScanner, frame_entry, marker_entry
-from .fsync import FsyncFn, fsync_directory, os_fsync
 from .segment import Segment, list_segment_files, parse_segment_file_name, segment_file_name
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 StepHook = Callable[[str], None]
+_WRITE_CHUNK_BYTES = 1 << 20
 
 
 @dataclass
@@ -72,7 +73,7 @@ def swap_extent_end(file: BinaryIO, path: Path, base_offset: int) -> int:
     return scanner.next_offset if scanner.next_offset is not None else base_offset
 
 
-def recover_directory(directory: Path, fsync: FsyncFn = os_fsync) -> bool:
+def recover_directory(directory: Path, files: FileOps = OS_FILES) -> bool:
     """Finish or undo a compaction a crash interrupted (see the module docstring); True if it did."""
     try:
         names = sorted(os.listdir(directory))
@@ -82,7 +83,7 @@ def recover_directory(directory: Path, fsync: FsyncFn = os_fsync) -> bool:
     for name in names:
         if name.endswith(".log" + CLEANED_SUFFIX):
             log.warning("%s: removing unfinished compaction output %s", directory, name)
-            os.unlink(directory / name)
+            files.unlink(directory / name)
             changed = True
     for name in names:
         if not name.endswith(".log" + SWAP_SUFFIX):
@@ -97,12 +98,12 @@ def recover_directory(directory: Path, fsync: FsyncFn = os_fsync) -> bool:
         log.warning("%s: completing interrupted compaction %s covering [%d, %d)", directory, name, base, end)
         for b, path in list_segment_files(directory):
             if base < b < end:
-                os.unlink(path)
-        fsync_directory(directory, fsync)
-        os.replace(swap, directory / target)
+                files.unlink(path)
+        files.fsync_directory(directory)
+        files.rename(swap, directory / target)
         changed = True
     if changed:
-        fsync_directory(directory, fsync)
+        files.fsync_directory(directory)
     return changed
 
 
@@ -112,7 +113,8 @@ class Compactor:
     `lock` guards the segment list of the log: the file swaps run under it, together with
     `replace(old_segments, new_segment)`, which updates the log's list. `on_step` is called
     after each step of the swap protocol ("cleaned", "swap", "deleted", "installed"); tests
-    use it to simulate a crash between steps.
+    use it to simulate a crash between steps. `active_size` bounds the scan of the active segment
+    (its durable bytes); `fence` raises if this writer was replaced, before anything is written.
     """
 
     def __init__(
@@ -127,7 +129,8 @@ class Compactor:
         tombstone_retention_ms: int,
         lock: AbstractContextManager,
         replace: Callable[[list[Segment], Segment], None],
-        fsync: FsyncFn = os_fsync,
+        files: FileOps = OS_FILES,
+        fence: Callable[[], None] = lambda: None,
         on_step: StepHook | None = None,
     ) -> None:
         self.directory = directory
@@ -139,7 +142,8 @@ class Compactor:
         self.retention_ms = tombstone_retention_ms
         self.lock = lock
         self.replace = replace
-        self.fsync = fsync
+        self.files = files
+        self.fence = fence
         self.on_step = on_step
         self.committed = False
 
@@ -240,43 +244,79 @@ class Compactor:
         target = self.directory / segment_file_name(base)
         cleaned = target.with_name(target.name + CLEANED_SUFFIX)
         swap = target.with_name(target.name + SWAP_SUFFIX)
+        self.fence()
         try:
             size = self._write_cleaned(cleaned, segs, end, keep)
         except OSError as e:
-            try:
-                os.unlink(cleaned)
-            except OSError:
-                pass
+            self._abandon(cleaned)
             raise CompactionError(f"compaction of {target} failed before its commit: {e}", False) from e
         self._step("cleaned")
-        new = Segment(target, base, size, end, clean=True)
-        try:
-            with self.lock:
-                os.rename(cleaned, swap)
-                fsync_directory(self.directory, self.fsync)
-                self.committed = True
-                self._step("swap")
-                for seg in segs[1:]:
-                    os.unlink(seg.path)
-                if len(segs) > 1:  # the deletions must be durable before the rename can be
-                    fsync_directory(self.directory, self.fsync)
-                self._step("deleted")
-                os.replace(swap, target)
-                fsync_directory(self.directory, self.fsync)
-                self.replace(segs, new)
-                self._step("installed")
-        except OSError as e:
-            raise CompactionError(
-                f"compaction swap of {target} failed ({'after' if self.committed else 'before'} its "
-                f"commit): {e}; reopen the log to finish it",
-                self.committed,
-            ) from e
+        new = Segment(target, base, size, end, clean=True, files=self.files)
+        with self.lock:
+            self.fence()
+            try:
+                self.files.rename(cleaned, swap)
+            except OSError as e:
+                self._abandon(cleaned)
+                raise CompactionError(f"compaction of {target} failed before its commit: {e}", False) from e
+            self.committed = True  # until the group is installed: from here on, reopening finishes it
+            try:
+                self._install(segs, swap, target, steps=True)
+            except OSError as e:
+                log.warning("%s: compaction swap of %s failed (%s), finishing it again", self.directory, target, e)
+                try:
+                    self._install(segs, swap, target, steps=False)
+                except OSError as again:
+                    raise CompactionError(
+                        f"compaction swap of {target} failed after its commit: {again}; the log refuses "
+                        f"appends, reopen it to finish the swap",
+                        True,
+                    ) from again
+            self.replace(segs, new)
+            self.committed = False  # the group is installed, in memory too
+            self._step("installed")
         return new
+
+    def _abandon(self, cleaned: Path) -> None:
+        """Remove the output of a group that failed before its commit (opening the log would, too)."""
+        try:
+            self.files.unlink(cleaned)
+        except OSError as e:
+            log.warning("%s: could not remove %s: %s", self.directory, cleaned.name, e)
+
+    def _install(self, segs: list[Segment], swap: Path, target: Path, *, steps: bool) -> None:
+        """Steps 2-4 after the rename to `.swap`; idempotent, so a failed attempt can be repeated."""
+        files = self.files
+        files.fsync_directory(self.directory)  # the commit point is durable
+        if steps:
+            self._step("swap")
+        for seg in segs[1:]:
+            try:
+                files.unlink(seg.path)
+            except FileNotFoundError:
+                pass
+        if len(segs) > 1:  # the deletions must be durable before the rename can be
+            files.fsync_directory(self.directory)
+        if steps:
+            self._step("deleted")
+        if os.path.exists(swap):
+            files.rename(swap, target)
+        files.fsync_directory(self.directory)
 
     def _write_cleaned(self, cleaned: Path, segs: list[Segment], end: int, keep: list[int]) -> int:
         keep_set = set(keep[bisect.bisect_left(keep, segs[0].base_offset) : bisect.bisect_left(keep, end)])
         written = 0
-        with open(cleaned, "wb", buffering=1 << 20) as out:
+        files = self.files
+        fd = files.create(cleaned)
+        pending = bytearray()
+
+        def out(data: bytes | memoryview) -> None:
+            pending.extend(data)
+            if len(pending) >= _WRITE_CHUNK_BYTES:
+                write_all(files, fd, bytes(pending))
+                pending.clear()
+
+        try:
             for seg in segs:
                 decoder = BatchDecoder(seg.path)
                 with open(seg.path, "rb") as f:
@@ -287,7 +327,7 @@ class Compactor:
                         base = entry.base_offset
                         flags = [o in keep_set for o in range(base, base + n)]
                         if all(flags):
-                            out.write(entry.raw)
+                            out(entry.raw)
                             written += entry.size
                             continue
                         if not any(flags):
@@ -305,12 +345,14 @@ class Compactor:
                             start = ends[i - 1] if i else 0
                             run = bytes(payload[start : ends[j - 1]])
                             data = frame_entry(base + i, j - i, entry.timestamp_ms, run)
-                            out.write(data)
+                            out(data)
                             written += len(data)
                             i = j
             marker = marker_entry(end, self.now_ms)
-            out.write(marker)
+            out(marker)
             written += len(marker)
-            out.flush()
-            self.fsync(out.fileno())
+            write_all(files, fd, bytes(pending))
+            files.fsync(fd)
+        finally:
+            files.close(fd)
         return written

@@ -3,7 +3,9 @@
 Kafka keeps a leader-epoch-checkpoint file per partition (KIP-101): (epoch, start offset) pairs
 that let a follower find where its log diverges from a new leader's. Ours also holds the highest
 epoch the replica promised to an election, so that a replica never accepts records from a leader
-of an older epoch, even after a restart. The file is replaced atomically and fsynced.
+of an older epoch, even after a restart. The file is replaced atomically and fsynced, through the
+file-operation seam; a writer of the log checks its writer epoch first (`fence`), so a replica that
+a newer writer of the same log replaced changes nothing.
 """
 
 from __future__ import annotations
@@ -11,13 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import StorageConfigError
-from .fsync import FsyncFn, fsync_directory, os_fsync
+from .fileops import OS_FILES, FileOps, makedirs_durably, replace_file_durably
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,16 @@ class EpochState:
 class LeaderEpochCheckpoint:
     """Reads and atomically replaces the epoch state file in a partition's directory."""
 
-    def __init__(self, directory: str | os.PathLike[str], fsync: FsyncFn | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        files: FileOps | None = None,
+        fence: Callable[[], None] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.path = self.directory / CHECKPOINT_FILE
-        self._fsync = fsync if fsync is not None else os_fsync
+        self.files = files if files is not None else OS_FILES
+        self.fence = fence  # raises StaleWriterError once a newer writer opened the log
 
     def read(self) -> EpochState:
         """The stored state, or an empty one when there is no file yet."""
@@ -72,17 +79,13 @@ class LeaderEpochCheckpoint:
     def write(self, state: EpochState) -> None:
         """Replace the file with `state`, durably."""
         body = {"promised_epoch": state.promised_epoch, "history": [list(h) for h in state.history]}
-        write_json_atomically(self.path, body, self._fsync)
+        if self.fence is not None:
+            self.fence()
+        write_json_atomically(self.path, body, self.files)
 
 
-def write_json_atomically(path: str | os.PathLike[str], body: Any, fsync: FsyncFn = os_fsync) -> None:
-    """Replace the JSON file at `path` durably: a temporary file, fsync, rename, fsync of the directory."""
+def write_json_atomically(path: str | os.PathLike[str], body: Any, files: FileOps = OS_FILES) -> None:
+    """Replace the JSON file at `path` durably (its directory created if missing), through the seam."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with open(fd, "w") as f:
-        json.dump(body, f)
-        f.flush()
-        fsync(f.fileno())
-    os.replace(name, path)
-    fsync_directory(path.parent, fsync)
+    makedirs_durably(files, path.parent)
+    replace_file_durably(files, path, json.dumps(body).encode())

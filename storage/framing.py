@@ -101,9 +101,10 @@ class EntryScanner:
     Iterate it to get `Entry` objects. A problem raises CorruptLogError naming file and byte
     position, except a torn tail when `allow_torn_tail` is set: then iteration just ends and
     `torn_reason` says why. A torn tail is the end of the data being an incomplete header or
-    entry, a last entry whose payload checksum fails (ending exactly at the end, or followed only
-    by zero bytes), or a run of zero bytes to the end (a file extended but never written, as some
-    file systems leave after a power loss). Damage anywhere else is corruption. Afterwards
+    entry, a last entry whose header or payload checksum fails (ending exactly at the end, or
+    followed only by zero bytes: a torn write where the size grew), or a run of zero bytes to the
+    end (a file extended but never written, as some file systems leave after a power loss).
+    Damage anywhere else is corruption. Afterwards
     `end` is the byte position after the last good entry and `next_offset` the offset after its
     records (None when there was none).
     """
@@ -168,9 +169,12 @@ class EntryScanner:
                 i = pos - bstart
                 plen, pcrc, magic, _attrs, base, count, ts, hcrc = unpack(buf, i)
                 if crc32(view[i : i + _CRC_COVERED]) != hcrc:
-                    if not self._zeros_to_end(pos):
+                    if self._zeros_to_end(pos):
+                        self._torn(pos, f"zero-filled tail of {limit - pos} bytes")
+                    elif self._zeros_to_end(pos + HEADER_SIZE):
+                        self._torn(pos, "torn entry header before a zero-filled tail")
+                    else:
                         raise CorruptLogError(self.path, pos, "entry header checksum mismatch")
-                    self._torn(pos, f"zero-filled tail of {limit - pos} bytes")
                     break
                 if magic != MAGIC:
                     raise CorruptLogError(self.path, pos, f"unsupported entry format version {magic}")

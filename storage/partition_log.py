@@ -28,10 +28,11 @@ from groupcoord.protocol.records import Record, encode_batch
 
 from .compaction import CompactionResult, Compactor, StepHook, recover_directory
 from .errors import CompactionError, CorruptLogError, LogClosedError, StorageError
+from .fileops import OS_FILES, FileOps, makedirs_durably
 from .framing import EntryScanner, entry_header
-from .fsync import FsyncFn, fsync_directory, os_fsync
 from .reader import Batch, LogRecord, OpenSegment, iter_log_records, read_opened
 from .segment import Segment, list_segment_files, segment_file_name
+from .writer import WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,10 @@ class PartitionLog:
     """The log of one offsets partition in its own directory (created if missing).
 
     Opening recovers: it finishes or undoes an interrupted compaction, cuts a torn tail off the
-    last segment, and raises CorruptLogError for damage anywhere else. `clock` is a callable
-    returning ms (or anything with `now_ms()`); `fsync` replaces os.fsync (tests count calls).
+    last segment, and raises CorruptLogError for damage anywhere else. It holds the log's write
+    lock and bumps its writer epoch (storage.writer) until closed. `clock` is a callable returning
+    ms (or anything with `now_ms()`); `files` is the file-operation seam (tests simulate power
+    loss or failing disks through it).
     """
 
     def __init__(
@@ -67,7 +70,7 @@ class PartitionLog:
         min_compaction_bytes: int = DEFAULT_MIN_COMPACTION_BYTES,
         min_dirty_ratio: float = DEFAULT_MIN_DIRTY_RATIO,
         clock: Callable[[], int] | Any | None = None,
-        fsync: FsyncFn | None = None,
+        files: FileOps | None = None,
     ) -> None:
         if sync not in SYNC_POLICIES:
             raise ValueError(f"sync must be one of {SYNC_POLICIES}, not {sync!r}")
@@ -85,7 +88,7 @@ class PartitionLog:
         elif hasattr(clock, "now_ms"):
             clock = clock.now_ms
         self._clock: Callable[[], int] = clock
-        self._fsync: FsyncFn = fsync if fsync is not None else os_fsync
+        self.files: FileOps = files if files is not None else OS_FILES
         self._lock = threading.Lock()  # the staged entries, _end and _failure
         self._flush_lock = threading.Lock()  # one flush at a time
         self._segments_lock = threading.Lock()  # the segment list and file swaps
@@ -95,7 +98,13 @@ class PartitionLog:
         self._closed = False
         self._compaction_thread: threading.Thread | None = None
         self._background_error: BaseException | None = None
-        self._segments = self._recover()
+        makedirs_durably(self.files, self.directory)
+        self._fence = WriterFence(self.directory, self.files)
+        try:
+            self._segments = self._recover()
+        except BaseException:
+            self._fence.release()
+            raise
         self._active = self._segments[-1]
         self._end = self._written = self._synced = self._durable = self._active.next_offset
         self._last_sync_ms = self._clock()
@@ -104,11 +113,7 @@ class PartitionLog:
 
     def _recover(self) -> list[Segment]:
         syncing = self.sync_policy != "never"
-        if not self.directory.is_dir():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            if syncing:
-                fsync_directory(self.directory.parent, self._fsync)
-        recover_directory(self.directory, self._fsync)
+        recover_directory(self.directory, self.files)
         files = list_segment_files(self.directory)
         segments: list[Segment] = []
         for i, (base, path) in enumerate(files):
@@ -124,7 +129,7 @@ class PartitionLog:
                 reason = f"segment starts at offset {base} but {prev.path.name} reaches {prev.next_offset}"
                 raise CorruptLogError(path, 0, reason)
             next_offset = scanner.next_offset if scanner.next_offset is not None else base
-            seg = Segment(path, base, size, next_offset, clean=last_count == 0)
+            seg = Segment(path, base, size, next_offset, clean=last_count == 0, files=self.files)
             if scanner.torn_reason is not None:
                 log.warning(
                     "%s: cutting a torn tail at byte %d (%d bytes): %s",
@@ -133,12 +138,12 @@ class PartitionLog:
                 seg.truncate(scanner.end)
             segments.append(seg)
         if not segments:
-            segments.append(Segment(self.directory / segment_file_name(0), 0, 0, 0, clean=False))
+            segments.append(Segment(self.directory / segment_file_name(0), 0, 0, 0, clean=False, files=self.files))
         active = segments[-1]
         active.open_for_append()
         if syncing:
-            active.sync(self._fsync)  # what recovery kept is reported durable, so make it so
-            fsync_directory(self.directory, self._fsync)
+            active.sync()  # what recovery kept is reported durable, so make it so
+            self.files.fsync_directory(self.directory)
         log.info("%s: opened %d segments, end offset %d", self.directory, len(segments), active.next_offset)
         return segments
 
@@ -170,6 +175,10 @@ class PartitionLog:
         with self._lock:
             self._end = base_offset
         return self.append(records)
+
+    def check_writer(self) -> None:
+        """StaleWriterError if a newer writer opened this log since (what a writer checks before a write)."""
+        self._fence.check()
 
     @property
     def durable_offset(self) -> int:
@@ -215,6 +224,7 @@ class PartitionLog:
 
     def _write(self, data: bytes, end: int) -> None:
         first = self._written
+        self._fence.check()
         active = self._active
         if active.size > 0 and active.size + len(data) > self.segment_bytes:
             active = self._roll(first)
@@ -225,15 +235,15 @@ class PartitionLog:
     def _roll(self, base: int) -> Segment:
         old = self._active
         if self.sync_policy != "never":
-            old.sync(self._fsync)
+            old.sync()
             self._synced = self._written
         old.close()
-        new = Segment(self.directory / segment_file_name(base), base, 0, base, clean=False)
+        new = Segment(self.directory / segment_file_name(base), base, 0, base, clean=False, files=self.files)
         if new.path.exists():
             raise CorruptLogError(new.path, 0, "a segment file for the next offset already exists")
         new.open_for_append()
         if self.sync_policy != "never":
-            fsync_directory(self.directory, self._fsync)
+            self.files.fsync_directory(self.directory)
         with self._segments_lock:
             self._segments.append(new)
             self._active = new
@@ -250,7 +260,7 @@ class PartitionLog:
                 or (policy == "interval" and not 0 <= now - self._last_sync_ms < self.sync_interval_ms)
             )
             if due:
-                self._active.sync(self._fsync)
+                self._active.sync()
                 self._synced = self._written
                 self._last_sync_ms = now
         self._durable = self._synced if policy == "always" else self._written
@@ -332,7 +342,9 @@ class PartitionLog:
             with self._segments_lock:
                 closed = self._segments[:-1]
                 active = self._segments[-1]
-                active_size = active.size
+                # Only what the last fsync made durable: compaction must never remove a record whose
+                # replacement a power loss could still take away.
+                active_size = active.size if self.sync_policy == "never" else active.synced_size
             if not closed:
                 return CompactionResult()
             compactor = Compactor(
@@ -345,7 +357,8 @@ class PartitionLog:
                 tombstone_retention_ms=self.tombstone_retention_ms,
                 lock=self._segments_lock,
                 replace=self._replace_segments,
-                fsync=self._fsync,
+                files=self.files,
+                fence=self._fence.check,
                 on_step=on_step,
             )
             try:
@@ -413,6 +426,7 @@ class PartitionLog:
             with self._lock:
                 self._closed = True
             self._active.close()
+            self._fence.release()
 
     def __enter__(self) -> PartitionLog:
         return self

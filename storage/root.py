@@ -1,9 +1,16 @@
 """The storage root: the directory holding every partition directory and a metadata file.
 
 The metadata file records the number of offsets partitions, which is fixed when a service is
-first started (as in Kafka), and the storage format version. It is created atomically and
-only once: a temporary file is written and fsynced, then hard-linked to its final name, which
-fails if another process created it first; the loser then reads and checks the winner's file.
+first started (as in Kafka), the storage format version, the id of the service the root
+belongs to and the partitions it holds. Creating a root makes every partition directory
+durable first, then the metadata file, atomically and only once: a temporary file is written
+and fsynced, then hard-linked to its final name, which fails if another process created it
+first; the loser then reads and checks the winner's file. From then on a listed partition whose
+directory is missing is lost (a node that does not see the storage, a deleted directory) and is
+refused, never served empty, unless `recover_lost_partition` is called for it.
+
+A running service holds `root.lock` (an OS lock, see storage.fileops) so a second service on
+the same root is refused.
 """
 
 from __future__ import annotations
@@ -11,12 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
-from .errors import StorageConfigError
-from .fsync import FsyncFn, fsync_directory, os_fsync
+from .errors import StorageConfigError, StorageError
+from .fileops import OS_FILES, FileOps, makedirs_durably, replace_file_durably, write_all
 from .partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -24,25 +31,55 @@ log = logging.getLogger(__name__)
 METADATA_FILE = "groupcoord-storage.json"
 FORMAT_VERSION = 1
 PARTITION_DIR_PREFIX = "__consumer_offsets-"
+ROOT_LOCK_FILE = "root.lock"
+# Names groupcoord itself creates in a root (besides partition directories): a directory holding
+# only these is a groupcoord root, maybe one whose creation a crash interrupted.
+_OWN_NAMES = (
+    METADATA_FILE, METADATA_FILE + ".tmp", ROOT_LOCK_FILE, "topics.json", "topics.json.tmp", "end_offsets.jsonl"
+)
+
+
+class LostPartitionError(StorageError):
+    """The root lists a partition whose directory is missing: its log is lost, or not visible from here."""
+
+
+class RootInUseError(StorageError):
+    """Another running service holds the storage root."""
 
 
 class StorageRoot:
-    """The storage of a whole service: `partition_dir(i)` and `open_partition(i)` for each partition."""
+    """The storage of a whole service: `partition_dir(i)` and `open_partition(i)` for each partition.
+
+    With `create`, a missing root is created; otherwise opening one without metadata is refused
+    (a partition restarted on a node that does not see the storage must not start empty).
+    `files` is the file-operation seam.
+    """
 
     def __init__(
-        self, path: str | os.PathLike[str], num_partitions: int, *, fsync: FsyncFn | None = None
+        self,
+        path: str | os.PathLike[str],
+        num_partitions: int,
+        *,
+        create: bool = True,
+        files: FileOps | None = None,
     ) -> None:
         if not isinstance(num_partitions, int) or num_partitions <= 0:
             raise ValueError(f"num_partitions must be a positive integer, not {num_partitions!r}")
         self.path = Path(path)
         self.num_partitions = num_partitions
-        self._fsync = fsync if fsync is not None else os_fsync
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.files = files if files is not None else OS_FILES
         meta = self._read_metadata()
         if meta is None:
-            self._check_partition_dirs()
+            if not create:
+                raise StorageConfigError(
+                    f"{self.path} is not a groupcoord storage root (it has no {METADATA_FILE}): is the "
+                    f"storage visible from this node? Start the service with it to create it"
+                )
+            self._check_creatable()
             meta = self._create_metadata()
-        self._check(meta)
+        self._check(meta, create)
+        self.service_id: str | None = meta.get("service_id")
+        self.partitions: list[int] = meta.get("partitions", list(range(num_partitions)))
 
     @property
     def metadata_path(self) -> Path:
@@ -52,7 +89,7 @@ class StorageRoot:
     def _read_metadata(self) -> dict[str, Any] | None:
         try:
             text = self.metadata_path.read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         try:
             meta = json.loads(text)
@@ -62,8 +99,25 @@ class StorageRoot:
             raise StorageConfigError(f"storage metadata {self.metadata_path} is not a JSON object")
         return meta
 
-    def _check_partition_dirs(self) -> None:
-        found = sorted(p for p in self.partitions_on_disk() if p >= self.num_partitions)
+    def _check_creatable(self) -> None:
+        """Refuse, touching nothing, a directory that is neither empty nor a groupcoord root."""
+        if not self.path.exists():
+            return
+        if not self.path.is_dir():
+            raise StorageConfigError(f"storage root {self.path} is not a directory")
+        foreign = sorted(
+            name for name in os.listdir(self.path)
+            if name not in _OWN_NAMES and not name.startswith(f".{METADATA_FILE}.")
+            and self._partition_number(name) is None
+        )
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise StorageConfigError(
+                f"storage root {self.path} is neither empty nor a groupcoord storage root (it holds {shown} "
+                f"and no {METADATA_FILE}); give an empty or new directory"
+            )
+        found = sorted(p for p in self.partitions_on_disk() if p >= self.num_partitions
+                       and any(self.partition_dir_unchecked(p).iterdir()))
         if found:
             raise StorageConfigError(
                 f"storage root {self.path} has no {METADATA_FILE} but holds partition directories "
@@ -73,26 +127,39 @@ class StorageRoot:
             )
 
     def _create_metadata(self) -> dict[str, Any]:
-        meta = {"format_version": FORMAT_VERSION, "num_partitions": self.num_partitions}
-        fd, name = tempfile.mkstemp(prefix=f".{METADATA_FILE}.", suffix=".tmp", dir=self.path)
-        tmp = Path(name)
-        with open(fd, "w") as f:
-            json.dump(meta, f, indent=2)
-            f.write("\n")
-            f.flush()
-            self._fsync(f.fileno())
+        files = self.files
+        makedirs_durably(files, self.path)
+        for p in range(self.num_partitions):
+            try:
+                files.mkdir(self.partition_dir_unchecked(p))
+            except FileExistsError:
+                pass
+        files.fsync_directory(self.path)  # every partition directory exists before the root lists it
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "num_partitions": self.num_partitions,
+            "service_id": uuid.uuid4().hex,
+            "partitions": list(range(self.num_partitions)),
+        }
+        tmp = self.path / f".{METADATA_FILE}.{uuid.uuid4().hex}.tmp"
+        fd = files.create(tmp, exclusive=True)
         try:
-            os.link(tmp, self.metadata_path)
+            write_all(files, fd, (json.dumps(meta, indent=2) + "\n").encode())
+            files.fsync(fd)
+        finally:
+            files.close(fd)
+        try:
+            files.link(tmp, self.metadata_path)
         except FileExistsError:
             log.info("%s: storage metadata was created concurrently, checking it", self.path)
             return self._read_metadata() or meta
         finally:
-            os.unlink(tmp)
-        fsync_directory(self.path, self._fsync)
+            files.unlink(tmp)
+        files.fsync_directory(self.path)
         log.info("%s: created storage root for %d offsets partitions", self.path, self.num_partitions)
         return meta
 
-    def _check(self, meta: dict[str, Any]) -> None:
+    def _check(self, meta: dict[str, Any], create: bool) -> None:
         version = meta.get("format_version")
         if version != FORMAT_VERSION:
             raise StorageConfigError(
@@ -107,24 +174,98 @@ class StorageRoot:
                 f"a service is first started (as in Kafka): start with num_partitions={recorded}, or "
                 f"use a new, empty storage root to start over with {self.num_partitions}."
             )
+        if ("partitions" not in meta or "service_id" not in meta) and create:
+            meta.update(self._upgrade(meta))
+
+    def _upgrade(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """A root written before roots recorded their service and partitions: record them now."""
+        missing = [p for p in range(self.num_partitions) if not self.partition_dir_unchecked(p).is_dir()]
+        if missing:
+            log.warning("%s: recording a root of an older version; partitions %s had no directory and "
+                        "start empty", self.path, missing)
+            for p in missing:
+                self.files.mkdir(self.partition_dir_unchecked(p))
+            self.files.fsync_directory(self.path)
+        meta = {**meta, "service_id": uuid.uuid4().hex, "partitions": list(range(self.num_partitions))}
+        self._write_metadata(meta)
+        return meta
+
+    def _write_metadata(self, meta: dict[str, Any]) -> None:
+        replace_file_durably(self.files, self.metadata_path, (json.dumps(meta, indent=2) + "\n").encode())
 
     def partition_dir(self, partition: int) -> Path:
         """The directory of offsets partition `partition`."""
         if not 0 <= partition < self.num_partitions:
             raise ValueError(f"partition {partition} is outside 0..{self.num_partitions - 1}")
+        return self.partition_dir_unchecked(partition)
+
+    def partition_dir_unchecked(self, partition: int) -> Path:
+        """Where the directory of `partition` is, whether or not the root has that partition."""
         return self.path / f"{PARTITION_DIR_PREFIX}{partition}"
 
+    @staticmethod
+    def _partition_number(name: str) -> int | None:
+        suffix = name.removeprefix(PARTITION_DIR_PREFIX)
+        return int(suffix) if suffix != name and suffix.isdigit() else None
+
+    def missing_partitions(self) -> list[int]:
+        """The partitions the root lists whose directory is missing: lost, or not visible from here."""
+        return [p for p in self.partitions if not self.partition_dir_unchecked(p).is_dir()]
+
     def open_partition(self, partition: int, **options: Any) -> PartitionLog:
-        """Open (recovering, creating if needed) the log of `partition`; options go to PartitionLog."""
-        return PartitionLog(self.partition_dir(partition), **options)
+        """Open (recovering) the log of `partition`; options go to PartitionLog.
+
+        LostPartitionError if the root lists the partition but its directory is missing: a lost log
+        is never served as an empty one (see recover_lost_partition).
+        """
+        directory = self.partition_dir(partition)
+        if partition in self.partitions and not directory.is_dir():
+            raise LostPartitionError(
+                f"partition directory {directory} is missing, but storage root {self.path} holds partition "
+                f"{partition}: its log is lost or this node does not see the storage. Refusing to serve it "
+                f"empty; if the log is gone for good, StorageRoot.recover_lost_partition({partition}) starts "
+                f"it empty (losing its committed offsets and groups)"
+            )
+        return PartitionLog(directory, files=self.files, **options)
+
+    def recover_lost_partition(self, partition: int) -> str:
+        """Deliberately start a lost partition empty; returns (and logs) what is lost. No-op if it is there."""
+        directory = self.partition_dir(partition)
+        if directory.is_dir():
+            return f"partition {partition} is not lost: {directory} exists; nothing done"
+        makedirs_durably(self.files, directory)
+        message = (
+            f"partition {partition} of storage root {self.path} was recreated empty: every committed offset "
+            f"and every group metadata record of the groups on that partition is lost; those groups start "
+            f"over (members rejoin, consumers fall back to auto.offset.reset)"
+        )
+        log.warning("%s", message)
+        return message
+
+    def lock_for_service(self) -> int:
+        """Take the root's service lock (held until `unlock_service` or the process ends).
+
+        RootInUseError naming the root if another running service holds it.
+        """
+        handle = self.files.lock(self.path / ROOT_LOCK_FILE)
+        if handle is None:
+            raise RootInUseError(
+                f"storage root {self.path} is in use by another running groupcoord service (it holds "
+                f"{self.path / ROOT_LOCK_FILE}); stop that service, or give another storage path"
+            )
+        return handle
+
+    def unlock_service(self, handle: int) -> None:
+        """Release a lock taken by lock_for_service."""
+        self.files.unlock(handle)
 
     def partitions_on_disk(self) -> list[int]:
         """The partition numbers that have a directory under the root."""
         found = []
         for name in os.listdir(self.path):
-            suffix = name.removeprefix(PARTITION_DIR_PREFIX)
-            if suffix != name and suffix.isdigit() and (self.path / name).is_dir():
-                found.append(int(suffix))
+            number = self._partition_number(name)
+            if number is not None and (self.path / name).is_dir():
+                found.append(number)
         return sorted(found)
 
     def __repr__(self) -> str:

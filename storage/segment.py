@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LogWriteError
-from .fsync import FsyncFn
+from .fileops import OS_FILES, FileOps, write_all
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,10 @@ def list_segment_files(directory: str | os.PathLike[str]) -> list[tuple[int, Pat
 class Segment:
     """One segment file: where it is, the offsets it covers, and (while active) its append handle.
 
-    `size` counts only whole entries that were written; `next_offset` is the offset after the
-    segment's last record or extent marker (its base offset while it is empty); `clean` says the
-    segment was written by compaction. Segments compare by identity.
+    `size` counts only whole entries that were written, `synced_size` the bytes the last fsync
+    made durable; `next_offset` is the offset after the segment's last record or extent marker
+    (its base offset while it is empty); `clean` says the segment was written by compaction.
+    Segments compare by identity; `files` is the storage file-operation seam.
     """
 
     path: Path
@@ -61,7 +62,13 @@ class Segment:
     size: int
     next_offset: int
     clean: bool
+    files: FileOps = OS_FILES
     fd: int | None = None
+    synced_size: int = -1
+
+    def __post_init__(self) -> None:
+        if self.synced_size < 0:
+            self.synced_size = self.size
 
     def __repr__(self) -> str:
         return (
@@ -72,40 +79,40 @@ class Segment:
     def open_for_append(self) -> None:
         """Open the file for appending (creating it if missing)."""
         try:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.fd = self.files.open_append(self.path)
         except OSError as e:
             raise LogWriteError(self.path, "open for append", e) from e
 
     def write(self, data: bytes | memoryview) -> None:
         """Append `data` (whole entries) with one write call, looping only on a short write."""
         assert self.fd is not None, "segment is not open for append"
-        view = memoryview(data)
         try:
-            while view:
-                n = os.write(self.fd, view)
-                view = view[n:]
+            write_all(self.files, self.fd, data)
         except OSError as e:
             raise LogWriteError(self.path, "write", e) from e
         self.size += len(data)
 
-    def sync(self, fsync: FsyncFn) -> None:
-        """fsync the segment file."""
+    def sync(self) -> None:
+        """fsync the segment file; `synced_size` then covers everything written."""
         assert self.fd is not None, "segment is not open for append"
+        size = self.size
         try:
-            fsync(self.fd)
+            self.files.fsync(self.fd)
         except OSError as e:
             raise LogWriteError(self.path, "fsync", e) from e
+        self.synced_size = size
 
     def truncate(self, size: int) -> None:
         """Cut the file to `size` bytes (recovery of a torn tail)."""
         try:
-            os.truncate(self.path, size)
+            self.files.truncate(self.path, size)
         except OSError as e:
             raise LogWriteError(self.path, "truncate", e) from e
         self.size = size
+        self.synced_size = min(self.synced_size, size)
 
     def close(self) -> None:
         """Close the append handle, if open."""
         if self.fd is not None:
             fd, self.fd = self.fd, None
-            os.close(fd)
+            self.files.close(fd)

@@ -2,7 +2,9 @@
 
 Group members' assignors read partition counts from it and lag reports read end offsets.
 The current state is one JSON file rewritten atomically; every end-offset report is also
-appended to a JSON-lines history with its timestamp, for time-lag estimates.
+appended to a JSON-lines history with its timestamp, for time-lag estimates. Opening the
+registry cuts a torn last line (a power loss in the middle of an append) off the history, so
+that the next append starts on a line of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .fsync import FsyncFn, fsync_directory, os_fsync
+from .fileops import OS_FILES, FileOps, makedirs_durably, replace_file_durably, write_all
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +35,37 @@ class TopicInfo:
 
 
 class TopicRegistry:
-    """Topics known to a service, persisted in its storage root; `fsync` replaces os.fsync (tests)."""
+    """Topics known to a service, persisted in its storage root; `files` is the file-operation seam."""
 
     def __init__(
         self,
         root: str | os.PathLike,
         clock_ms: Callable[[], int] | None = None,
         *,
-        fsync: FsyncFn | None = None,
+        files: FileOps | None = None,
     ) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.files = files if files is not None else OS_FILES
+        makedirs_durably(self.files, self.root)
         self._now = clock_ms or (lambda: time.time_ns() // 1_000_000)
-        self._fsync: FsyncFn = fsync if fsync is not None else os_fsync
         self.topics: dict[str, TopicInfo] = self._read()
+        self._cut_torn_history()
+
+    def _cut_torn_history(self) -> None:
+        path = self.root / END_OFFSET_HISTORY_FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):
+            log.warning("%s: cutting a torn last line of %d bytes", path, len(data) - keep)
+            self.files.truncate(path, keep)
+            fd = self.files.open_append(path)
+            try:
+                self.files.fsync(fd)
+            finally:
+                self.files.close(fd)
 
     def _read(self) -> dict[str, TopicInfo]:
         path = self.root / REGISTRY_FILE
@@ -71,13 +90,7 @@ class TopicRegistry:
             }
             for name, t in sorted(self.topics.items())
         }
-        tmp = self.root / (REGISTRY_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            self._fsync(f.fileno())
-        os.replace(tmp, self.root / REGISTRY_FILE)
-        fsync_directory(self.root, self._fsync)
+        replace_file_durably(self.files, self.root / REGISTRY_FILE, json.dumps(data, indent=1).encode())
 
     def create(self, name: str, partitions: int) -> None:
         """Register a topic; raises ValueError for a bad name/count or an existing topic."""
@@ -113,14 +126,18 @@ class TopicRegistry:
             if not isinstance(o, int) or isinstance(o, bool) or o < 0:
                 raise ValueError(f"end offset of {name}-{p} must be a non-negative int, got {o!r}")
         now = self._now()
-        with open(self.root / END_OFFSET_HISTORY_FILE, "a") as f:
-            for p, o in sorted(offsets.items()):
-                info.end_offsets[p] = o
-                info.end_offsets_updated_ms[p] = now
-                f.write(json.dumps({"topic": name, "partition": p, "offset": o, "timestamp": now}) + "\n")
-            f.flush()
-            self._fsync(f.fileno())
-        self._write()
+        lines = []
+        for p, o in sorted(offsets.items()):
+            info.end_offsets[p] = o
+            info.end_offsets_updated_ms[p] = now
+            lines.append(json.dumps({"topic": name, "partition": p, "offset": o, "timestamp": now}) + "\n")
+        fd = self.files.open_append(self.root / END_OFFSET_HISTORY_FILE)
+        try:
+            write_all(self.files, fd, "".join(lines).encode())
+            self.files.fsync(fd)
+        finally:
+            self.files.close(fd)
+        self._write()  # its directory fsync also makes a newly created history file's entry durable
 
 
 def read_end_offset_history(root: str | os.PathLike) -> Iterator[dict]:

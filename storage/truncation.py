@@ -3,6 +3,8 @@
 KIP-101/KIP-279: a follower truncates its log to where it diverges from the leader's before
 copying from it. The cut must fall between two entries; when it does not (an entry spanning it,
 say in a compacted segment), TruncationError tells the caller to copy the whole log again.
+The truncating follower is the log's writer: it takes the write lock and a new writer epoch
+(storage.writer) for the cut, and makes every change through the file-operation seam.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import logging
 import os
 from pathlib import Path
 
+from .fileops import OS_FILES, FileOps
 from .framing import EntryScanner
-from .fsync import FsyncFn, fsync_directory, os_fsync
 from .segment import list_segment_files
+from .writer import WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -22,23 +25,40 @@ class TruncationError(ValueError):
     """The log cannot be cut at the asked offset (it falls inside an entry)."""
 
 
-def truncate_partition_dir(directory: str | os.PathLike[str], offset: int, fsync: FsyncFn | None = None) -> None:
-    """Remove every record at or past `offset` from the (closed) log in `directory`, durably."""
-    fsync = fsync if fsync is not None else os_fsync
+def truncate_partition_dir(directory: str | os.PathLike[str], offset: int, files: FileOps | None = None) -> None:
+    """Remove every record at or past `offset` from the (closed) log in `directory`, durably.
+
+    LogLockedError if the log is open for writing elsewhere; TruncationError (changing nothing)
+    if `offset` falls inside an entry.
+    """
+    files = files if files is not None else OS_FILES
     directory = Path(directory)
+    fence = WriterFence(directory, files)
+    try:
+        _truncate(directory, offset, files, fence)
+    finally:
+        fence.release()
+
+
+def _truncate(directory: Path, offset: int, files: FileOps, fence: WriterFence) -> None:
     for base, path in reversed(list_segment_files(directory)):
         if base >= offset and base > 0:
+            fence.check()
             log.warning("%s: truncation to %d removes segment %s", directory, offset, path.name)
-            os.unlink(path)
+            files.unlink(path)
             continue
         cut = _entry_boundary(path, base, offset)
         if cut is not None:
-            os.truncate(path, cut)
-            with open(path, "rb+") as f:
-                fsync(f.fileno())
+            fence.check()
+            files.truncate(path, cut)
+            fd = files.open_existing(path)
+            try:
+                files.fsync(fd)
+            finally:
+                files.close(fd)
             log.warning("%s: truncated %s to byte %d (offset %d)", directory, path.name, cut, offset)
         break
-    fsync_directory(directory, fsync)
+    files.fsync_directory(directory)
 
 
 def _entry_boundary(path: Path, base: int, offset: int) -> int | None:

@@ -30,6 +30,7 @@ ACTOR_ERRORS: tuple[type[BaseException], ...] = (
 
 
 _HINT_TIMEOUT_S = 2.0  # how long a timed-out call waits for the router to say why
+_MIN_WAIT_S = 0.01  # the shortest wait for the router when a call's deadline has (nearly) passed
 
 
 class CoordinatorUnavailableError(TimeoutError):
@@ -58,6 +59,20 @@ def normalize_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
     }
 
 
+class PendingCall:
+    """A request sent to the coordinator actor whose answer has not been collected yet."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def result(self, timeout_s: float) -> Any:
+        """The answer, waiting up to `timeout_s`; TimeoutError if it has not come by then."""
+        try:
+            return ray.get(self.ref, timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"no answer within {timeout_s:.3f} s") from None
+
+
 class CoordinatorClient:
     """Sends a group's requests to its partition actor, finding it again after failures."""
 
@@ -78,11 +93,12 @@ class CoordinatorClient:
         self.backoff_max_s = retry_backoff_max_ms / 1000
         self.partition, self.handle = service.find_coordinator(group_id)
 
-    def rediscover(self) -> None:
-        """Ask the router for the group's coordinator again."""
+    def rediscover(self, timeout_s: float | None = None) -> None:
+        """Ask the router for the group's coordinator again (waiting at most `timeout_s`, or the request timeout)."""
         try:
             self.partition, self.handle = ray.get(
-                self.service.router.find_coordinator.remote(self.group_id), timeout=self.request_timeout_s
+                self.service.router.find_coordinator.remote(self.group_id),
+                timeout=timeout_s if timeout_s is not None else self.request_timeout_s,
             )
         except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
             log.debug("router unreachable while finding the coordinator of %s: %r", self.group_id, e)
@@ -97,6 +113,14 @@ class CoordinatorClient:
         if method in COALESCED_APIS:
             return self.coalescer().call(method, request, timeout)
         return ray.get(getattr(self.handle, method).remote(request), timeout=timeout)
+
+    def describe_topics(self, topics: list[str]) -> dict[str, dict]:
+        """The router's facts about these topics (their partition counts), for the group's leader."""
+        return ray.get(self.service.router.describe_topics.remote(topics), timeout=self.request_timeout_s)
+
+    def submit(self, method: str, request: Any) -> "PendingCall":
+        """Send one request to the coordinator without waiting; its answer is collected later."""
+        return PendingCall(getattr(self.handle, method).remote(request))
 
     def coalescer(self) -> RequestCoalescer:
         """This process's coalescer for the group's current partition actor."""
@@ -125,10 +149,11 @@ class CoordinatorClient:
                     return response
                 log.debug("%s for %s answered %s; retrying", method, self.group_id, error_of(response).name)
                 if error_of(response) == Errors.NOT_COORDINATOR:
-                    self.rediscover()
+                    self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
             except ACTOR_ERRORS as e:
                 log.debug("%s for %s: coordinator actor unavailable (%r); retrying", method, self.group_id, e)
-                self.rediscover()  # with replication, another replica may lead now
+                # With replication another replica may lead now; never waiting past the call's deadline.
+                self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
                 continue
             attempt += 1

@@ -130,12 +130,17 @@ class GroupMember:
     # --- poll ----------------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int = 0) -> set[TopicPartition]:
-        """Drive the group: rejoin if needed (calling the listener), auto-commit, run commit callbacks."""
+        """Drive the group: rejoin if needed (calling the listener), auto-commit, run commit callbacks.
+
+        Returns by `timeout_ms` even during a rebalance, as Kafka's poll: a join or sync still in
+        flight is collected by the next poll.
+        """
         self._check_open()
         self._last_poll = time.monotonic()
+        deadline = self._last_poll + max(0, timeout_ms) / 1000
         self._run_commit_callbacks()
         if self._manual is None and self.membership.topics:
-            self.membership.ensure_active()
+            self.membership.ensure_active(deadline)
         if (
             self.enable_auto_commit
             and time.monotonic() - self._last_auto_commit >= self.auto_commit_interval_s
@@ -258,27 +263,32 @@ class GroupMember:
     # --- heartbeats ------------------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        m = self.membership
+        """Heartbeat every interval until closed; one failed round is logged and the next one goes on."""
         while not self._stop.wait(self.heartbeat_interval_s):
-            if time.monotonic() - self._last_poll > self.max_poll_interval_s and m.is_stable():
-                log.warning(
-                    "member %s of %s did not poll within max_poll_interval_ms; leaving the group",
-                    m.member_id,
-                    self.group_id,
-                )
-                m.leave(reason="consumer poll timeout has expired")
-                continue
-            request = m.heartbeat_request()
-            if request is None:
-                continue
             try:
-                error = self.client.call_once(
-                    "heartbeat", request, timeout_s=self.heartbeat_interval_s * 2
-                ).error
-            except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
-                log.debug("heartbeat of %s failed (%r); coordinator may be restarting", m.member_id, e)
-                continue
-            m.on_heartbeat(request, error)
+                self._heartbeat_once()
+            except Exception:  # never a dead heartbeat thread in a live member
+                log.exception("heartbeat round of %s in %s failed; the next one goes on", self.member_id, self.group_id)
+
+    def _heartbeat_once(self) -> None:
+        m = self.membership
+        if time.monotonic() - self._last_poll > self.max_poll_interval_s and m.is_stable():
+            log.warning(
+                "member %s of %s did not poll within max_poll_interval_ms; leaving the group",
+                m.member_id,
+                self.group_id,
+            )
+            m.leave(reason="consumer poll timeout has expired")
+            return
+        request = m.heartbeat_request()
+        if request is None:
+            return
+        try:
+            error = self.client.call_once("heartbeat", request, timeout_s=self.heartbeat_interval_s * 2).error
+        except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
+            log.debug("heartbeat of %s failed (%r); coordinator may be restarting", m.member_id, e)
+            return
+        m.on_heartbeat(request, error)
 
     # --- closing -----------------------------------------------------------------------------------------
 

@@ -2,6 +2,9 @@
 
 Shared between the caller's thread (which runs rebalances and listener callbacks) and the
 heartbeat thread (which only reads the generation and flags a needed rejoin), under one lock.
+A rebalance is a join and a sync in flight (exchange.Exchange): poll() collects their answers
+until its own deadline and returns, and the next poll goes on. Each join starts a new epoch; a
+heartbeat answer or a reset from an earlier epoch cannot undo a later join.
 """
 
 from __future__ import annotations
@@ -12,14 +15,11 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Protocol
 
-import ray
-
 from groupcoord.protocol import Errors, TopicPartition
-from groupcoord.protocol.assignors import Assignor, RebalanceProtocol, assign_metadata, get_assignor
+from groupcoord.protocol.assignors import Assignor, RebalanceProtocol, get_assignor
 from groupcoord.protocol.consumer_protocol import (
     Subscription,
     decode_assignment,
-    decode_subscription,
     encode_subscription,
 )
 from groupcoord.protocol.messages import (
@@ -32,7 +32,9 @@ from groupcoord.protocol.messages import (
 
 from .coordinator_client import ACTOR_ERRORS, COORDINATOR_ERRORS, CoordinatorClient
 from .errors import error_for
+from .exchange import Exchange, PollDeadline
 from .handle import Service
+from .leader import LeaderMetadata
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +59,17 @@ class RebalanceListener(Protocol):
 
 
 class MemberState(enum.Enum):
-    """Where a member is in Kafka's client-side membership cycle."""
+    """Where a member is in Kafka's client-side membership cycle (AbstractCoordinator.MemberState)."""
 
     UNJOINED = "unjoined"
-    REBALANCING = "rebalancing"
+    REBALANCING = "rebalancing"  # Kafka's PREPARING_REBALANCE: a JoinGroup is in flight
+    COMPLETING_REBALANCE = "completing-rebalance"  # joined: the SyncGroup is in flight
     STABLE = "stable"
+
+
+# States in which the member heartbeats: from its join's answer until it leaves, as Kafka's.
+_HEARTBEATING = (MemberState.COMPLETING_REBALANCE, MemberState.STABLE)
+_RETRY = object()  # an exchange that ended without an answer to act on: join again
 
 
 class Membership:
@@ -84,6 +92,7 @@ class Membership:
         client: CoordinatorClient,
         metadata_max_age_ms: int,
         before_rebalance: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not assignors:
             raise ValueError("partition_assignment_strategy needs at least one assignor")
@@ -96,7 +105,7 @@ class Membership:
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.client = client
-        self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.clock = clock
         self.before_rebalance = before_rebalance
         self._on_revoked = on_revoked or (listener.on_partitions_revoked if listener else None)
         self._on_assigned = on_assigned or (listener.on_partitions_assigned if listener else None)
@@ -114,10 +123,13 @@ class Membership:
         self.owned: set[TopicPartition] = set()
         self._rejoin_needed = True
         self._lost = False
+        self._epoch = 0  # bumped by every join sent and every reset of the generation
+        self._heartbeat_epoch = -1  # the epoch of the last heartbeat handed out
+        self._exchange: Exchange | None = None
+        self._last_assignment: list[TopicPartition] = []  # for the sticky assignors' user data
+        self._last_assignment_generation = -1
         self._fatal: BaseException | None = None
-        self._group_topics: set[str] = set()
-        self._metadata_snapshot: dict[str, int] = {}
-        self._metadata_checked = 0.0
+        self._leader = LeaderMetadata(client, group_id, metadata_max_age_ms / 1000, clock)
 
     # --- shared with the heartbeat thread ---------------------------------------------------------
 
@@ -153,17 +165,21 @@ class Membership:
             self.member_id = ""
         self.state = MemberState.UNJOINED
         self._lost = True
+        self._epoch += 1  # an exchange in flight belongs to the generation just lost
 
     def heartbeat_request(self) -> HeartbeatRequest | None:
-        """The heartbeat to send now, or None while not Stable."""
+        """The heartbeat to send now: from the join's answer until leaving (CompletingRebalance and Stable)."""
         with self._lock:
-            if self.state != MemberState.STABLE:
+            if self.state not in _HEARTBEATING or self.generation < 0:
                 return None
+            self._heartbeat_epoch = self._epoch
             return HeartbeatRequest(self.group_id, self.generation, self.member_id, self.group_instance_id)
 
     def on_heartbeat(self, request: HeartbeatRequest, error: Errors) -> None:
-        """React to a heartbeat's answer, as Kafka's heartbeat thread does."""
+        """React to a heartbeat's answer, as Kafka's heartbeat thread does; one from before a later join is stale."""
         with self._lock:
+            if self._heartbeat_epoch != self._epoch:
+                return
             if request.generation_id != self.generation or request.member_id != self.member_id:
                 return
             if error == Errors.REBALANCE_IN_PROGRESS:
@@ -186,56 +202,103 @@ class Membership:
 
     # --- the rebalance, in the caller's thread ----------------------------------------------------
 
-    def ensure_active(self) -> None:
-        """Complete a rebalance if one is needed (calling the listener); the leader also watches metadata."""
+    def ensure_active(self, deadline: float | None = None) -> bool:
+        """Complete a rebalance if one is needed (calling the listener), by `deadline` (time.monotonic()).
+
+        True once the member is Stable; False when the deadline came first (the join or sync stays in
+        flight and the next call goes on with it). The leader also watches the topics' metadata.
+        """
         self.raise_if_fatal()
-        if self.is_leader and self.is_stable():
-            self._maybe_check_metadata()
+        if self.is_leader and self.is_stable() and self._leader.changed():
+            with self._lock:
+                self._rejoin_needed = True
         with self._lock:
             needed = self._rejoin_needed or self.state != MemberState.STABLE
-            lost = self._lost
-        if not needed:
-            return
+            lost, self._lost = self._lost, False
+        if not needed and self._exchange is None:
+            return True
         if lost and self.owned:
             self._call(self._on_lost, set(self.owned))
             self.owned = set()
-        self._lost = False
-        if not self.cooperative and self.owned:
+        if self._exchange is None and not self.cooperative and self.owned:
             if self.before_rebalance is not None:
                 self.before_rebalance()
             revoked, self.owned = set(self.owned), set()
             self._call(self._on_revoked, revoked)
-        self._rebalance()
+        try:
+            self._rebalance(deadline)
+        except PollDeadline:
+            return False
+        return True
 
-    def _rebalance(self) -> None:
+    def _rebalance(self, deadline: float | None) -> None:
+        """Send or resume the join and the sync until the member is Stable; PollDeadline if `deadline` comes first."""
         while True:
-            with self._lock:
-                self.state = MemberState.REBALANCING
-                self._rejoin_needed = False
-            join = self._join()
-            if join is None:
+            exchange = self._exchange
+            if exchange is None:
+                with self._lock:
+                    self.state = MemberState.REBALANCING
+                    self._rejoin_needed = False
+                    self._epoch += 1
+                    epoch = self._epoch
+                exchange = self._exchange = self._send("join_group", self._join_request(), epoch)
+            response = self._collect(exchange, deadline)
+            self._exchange = None
+            if response is _RETRY:
                 continue
-            assignments = self._assign(join.members) if self.is_leader else {}
-            request = SyncGroupRequest(
-                self.group_id,
-                join.generation_id,
-                self.member_id,
-                self.group_instance_id,
-                join.protocol_type,
-                join.protocol_name,
-                assignments,
-            )
-            sync = self._call_coordinator("sync_group", request)
-            if sync is None:
+            if exchange.method == "join_group":
+                join = self._on_join(response)
+                if join is not None:
+                    assignments = self._leader.assign(self.protocol_name or "", join.members) if self.is_leader else {}
+                    request = SyncGroupRequest(
+                        self.group_id,
+                        join.generation_id,
+                        self.member_id,
+                        self.group_instance_id,
+                        join.protocol_type,
+                        join.protocol_name,
+                        assignments,
+                    )
+                    self._exchange = self._send("sync_group", request, exchange.epoch)
                 continue
-            if sync.error != Errors.NONE:
-                self._on_sync_error(sync.error)
-                continue
-            self._install(decode_assignment(sync.assignment).partitions)
-            return
+            if self._on_sync(response):
+                return
 
-    def _join(self) -> Any:
-        request = JoinGroupRequest(
+    def _send(self, method: str, request: Any, epoch: int) -> Exchange:
+        return Exchange.send(self.client, method, request, epoch, self.rebalance_timeout_ms, self.clock)
+
+    def _collect(self, exchange: Exchange, deadline: float | None) -> Any:
+        """The exchange's answer, or _RETRY when it failed in a way that means joining again."""
+        try:
+            response = exchange.collect(deadline, self.clock)
+        except PollDeadline:
+            self._exchange = exchange  # still in flight: the next poll collects it
+            raise
+        except (*ACTOR_ERRORS, TimeoutError) as e:
+            log.info("%s of %s interrupted (%r); starting the join again", exchange.method, self.group_id, e)
+            self._backoff(deadline)
+            self.client.rediscover()
+            return _RETRY
+        if response.error in COORDINATOR_ERRORS:
+            self._backoff(deadline)
+            if response.error == Errors.NOT_COORDINATOR:
+                self.client.rediscover()
+            return _RETRY
+        with self._lock:
+            if exchange.epoch != self._epoch:
+                # The member was reset (lost, left) while this was in flight: it answers nothing now.
+                log.info("%s of %s answered after a reset; joining again", exchange.method, self.group_id)
+                return _RETRY
+        return response
+
+    def _backoff(self, deadline: float | None) -> None:
+        """Back off before joining again: up to a second, never past the poll's deadline."""
+        wait_s = 1.0 if deadline is None else min(1.0, deadline - self.clock())
+        if wait_s > 0:
+            self.client.sleep_backoff(1, time.monotonic() + wait_s)
+
+    def _join_request(self) -> JoinGroupRequest:
+        return JoinGroupRequest(
             self.group_id,
             self.session_timeout_ms,
             self.rebalance_timeout_ms,
@@ -246,9 +309,9 @@ class Membership:
             client_id=self.client_id,
             client_host=self.client_host,
         )
-        response = self._call_coordinator("join_group", request)
-        if response is None:
-            return None
+
+    def _on_join(self, response: Any) -> Any:
+        """Take a JoinGroup answer: the joined response, or None to join again (raises for fatal errors)."""
         error = response.error
         if error == Errors.MEMBER_ID_REQUIRED:
             self.member_id = response.member_id
@@ -270,7 +333,16 @@ class Membership:
             self.generation = response.generation_id
             self.protocol_name = response.protocol_name
             self.is_leader = response.leader == response.member_id
+            self.state = MemberState.COMPLETING_REBALANCE  # heartbeats go on while the sync is pending
         return response
+
+    def _on_sync(self, response: Any) -> bool:
+        """Take a SyncGroup answer: True once the assignment is installed, False to join again."""
+        if response.error != Errors.NONE:
+            self._on_sync_error(response.error)
+            return False
+        self._install(decode_assignment(response.assignment).partitions, response_generation=self.generation)
+        return True
 
     def _on_sync_error(self, error: Errors) -> None:
         if error == Errors.FENCED_INSTANCE_ID:
@@ -286,79 +358,28 @@ class Membership:
             elif error not in (Errors.REBALANCE_IN_PROGRESS, *COORDINATOR_ERRORS):
                 raise error_for(error, f"SyncGroup of {self.group_id!r} failed: {error.name}")
 
-    def _call_coordinator(self, method: str, request: Any) -> Any:
-        """One join/sync; None when the coordinator was unreachable (the caller starts the join again)."""
-        timeout_s = self.rebalance_timeout_ms / 1000 + self.client.request_timeout_s
-        try:
-            response = self.client.call_once(method, request, timeout_s=timeout_s)
-        except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
-            log.info("%s of %s interrupted (%r); starting the join again", method, self.group_id, e)
-            self.client.sleep_backoff(1, time.monotonic() + 1)
-            self.client.rediscover()
-            return None
-        if response.error in COORDINATOR_ERRORS:
-            self.client.sleep_backoff(1, time.monotonic() + 1)
-            if response.error == Errors.NOT_COORDINATOR:
-                self.client.rediscover()
-            return None
-        return response
-
     def _subscription_bytes(self, assignor: Assignor) -> bytes:
+        """The subscription: owned partitions (empty after an eager revocation) and the assignor's user data.
+
+        The user data is built from the last assignment received and its generation, as Kafka's
+        assignors keep them from onAssignment: the eager sticky assignor reads them from there.
+        """
         owned = sorted(self.owned)
         return encode_subscription(
             Subscription(
                 topics=sorted(self.topics),
-                user_data=assignor.subscription_user_data(owned, self.generation),
+                user_data=assignor.subscription_user_data(self._last_assignment, self._last_assignment_generation),
                 owned_partitions=owned,
                 generation_id=self.generation,
             )
         )
 
-    def _assign(self, members: list) -> dict[str, bytes]:
-        """The leader's job: run the selected assignor over the members' subscriptions."""
-        metadata = {m.member_id: m.metadata for m in members}
-        topics = {t for meta in metadata.values() for t in decode_subscription(meta).topics}
-        described = ray.get(
-            self.service.router.describe_topics.remote(sorted(topics)), timeout=self.client.request_timeout_s
-        )
-        counts = {t: info["partitions"] for t, info in described.items()}
-        missing = topics - set(counts)
-        if missing:
-            log.warning(
-                "group %s subscribes to unknown topics %s; they get no partitions", self.group_id, missing
-            )
-        self._group_topics = topics
-        self._metadata_snapshot = {t: counts.get(t, 0) for t in topics}
-        self._metadata_checked = time.monotonic()
-        instance_ids = {m.member_id: m.group_instance_id for m in members}
-        return assign_metadata(self.protocol_name or "", counts, metadata, instance_ids)
-
-    def _maybe_check_metadata(self) -> None:
-        if time.monotonic() - self._metadata_checked < self.metadata_max_age_s:
-            return
-        self._metadata_checked = time.monotonic()
-        try:
-            described = ray.get(
-                self.service.router.describe_topics.remote(sorted(self._group_topics)),
-                timeout=self.client.request_timeout_s,
-            )
-        except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError):
-            return
-        counts = {t: described.get(t, {}).get("partitions", 0) for t in self._group_topics}
-        if counts != self._metadata_snapshot:
-            log.info(
-                "leader of %s saw partition counts change %s -> %s; rebalancing",
-                self.group_id,
-                self._metadata_snapshot,
-                counts,
-            )
-            with self._lock:
-                self._rejoin_needed = True
-
-    def _install(self, partitions: Iterable[TopicPartition]) -> None:
+    def _install(self, partitions: Iterable[TopicPartition], response_generation: int) -> None:
         new = {TopicPartition(*tp) for tp in partitions}
         revoked = self.owned - new
         added = new - self.owned
+        self._last_assignment = sorted(new)
+        self._last_assignment_generation = response_generation
         with self._lock:
             self.state = MemberState.STABLE
         if self.cooperative:
@@ -388,6 +409,7 @@ class Membership:
             member_id = self.member_id
             self._rejoin_needed = True
             self._reset_generation(reset_member=True)
+            self._exchange = None
         if member_id and self.group_instance_id is None:
             request = LeaveGroupRequest(self.group_id, [MemberIdentity(member_id, None, reason)])
             try:

@@ -107,12 +107,12 @@ class ReplicationManager:
         self.ready = asyncio.get_running_loop().create_task(self._bootstrap())
 
     def create(self, partition: int, index: int, generation: int, node_id: str) -> Replica:
-        """A new replica actor for slot `index` of a partition, pinned to `node_id`."""
+        """A new replica actor for slot `index` of a partition, pinned to `node_id` (it may create its node's root)."""
         name = replica_actor_name(partition, index) + (f"-g{generation}" if generation else "")
         replica_id = f"{partition}-{index}" + (f".{generation}" if generation else "")
-        return self._spawn(partition, replica_id, name, node_id)
+        return self._spawn(partition, replica_id, name, node_id, create_root=True)
 
-    def _spawn(self, partition: int, replica_id: str, name: str, node_id: str) -> Replica:
+    def _spawn(self, partition: int, replica_id: str, name: str, node_id: str, create_root: bool = False) -> Replica:
         options = {
             "name": name,
             "namespace": self.spec.namespace,
@@ -125,7 +125,7 @@ class ReplicationManager:
         }
         handle = ray.remote(ReplicaActor).options(**options).remote(
             partition, self.spec, replica_id,
-            acks_needed(self.spec.replication_factor, self.spec.min_insync_replicas),
+            acks_needed(self.spec.replication_factor, self.spec.min_insync_replicas), create_root,
         )
         return Replica(replica_id, node_id, handle, name)
 

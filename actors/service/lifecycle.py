@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.storage import StorageRoot
+from groupcoord.storage.fileops import OS_FILES
+from groupcoord.storage.root import PARTITION_DIR_PREFIX, ROOT_LOCK_FILE
+from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
+from .election import alive_node_ids
 from .names import ROUTER_NAME
 from .placement import check_alive_nodes, check_replication, head_node_id
-from .replica_actor import node_storage_path
+from .replica_actor import NODE_ID_FIELD, node_storage_path
+from .root_check import check_service_root
 from .router import RouterActor
 from .spec import ServiceSpec
 
@@ -65,7 +71,11 @@ def start(
     """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
 
     With `replication_factor` > 1 every partition has that many replicas on distinct nodes, and a
-    write is acknowledged once `min_insync_replicas` of them (at least a majority) hold it durably.
+    write is acknowledged once `min_insync_replicas` of them (at least a majority) hold it durably;
+    `{node_id}` in `storage_path` names each node's own root (the router's is the head node's).
+    ServiceError naming the path, touching nothing there, for a storage root another running service
+    holds, a directory that is neither empty nor a groupcoord root, or a root listing a partition
+    whose directory is missing.
     """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
@@ -74,17 +84,16 @@ def start(
     check_replication(replication_factor, min_insync_replicas)
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
-    if replication_factor > 1:
-        check_alive_nodes(replication_factor)
-    try:
-        StorageRoot(node_storage_path(storage_path, ray.get_runtime_context().get_node_id()), num_partitions)
-    except Exception as e:
-        raise ServiceError(str(e)) from e
     options = _router_options(namespace)
     if replication_factor > 1:
-        # The router keeps the replica placement on its node's disk: the head node, whose loss ends the
-        # Ray cluster anyway (its GCS is there).
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(), soft=True)
+        check_alive_nodes(replication_factor)
+        # The router keeps the replica placement on its node's disk: the head node, whose loss ends the Ray
+        # cluster anyway (its GCS is there). Hard affinity: on a loaded head a soft one lands on a worker,
+        # whose loss would lose the placement. That node's own root is checked (and created) by the router
+        # itself, on its node: the driver's node id on a shared machine can be any node's.
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(), soft=False)
+    elif _running_router(namespace) is None:
+        check_service_root(storage_path, num_partitions)
     router = (
         ray.remote(RouterActor)
         .options(**options)
@@ -107,6 +116,13 @@ def start(
     if not ray.get(router.wait_ready.remote(wait_ready_s)):
         raise ServiceError(f"partitions did not load their logs within {wait_ready_s} s")
     return _handle(router, info)
+
+
+def _running_router(namespace: str) -> Any | None:
+    try:
+        return ray.get_actor(ROUTER_NAME, namespace=namespace)
+    except ValueError:
+        return None
 
 
 def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> Service:
@@ -135,10 +151,36 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> bool:
     """Stop the service's actors (its data stays on disk); False if none was running."""
     if not ray.is_initialized():
         _ensure_ray(None, namespace)
-    try:
-        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
-    except ValueError:
+    router = _running_router(namespace)
+    if router is None:
         return False
+    info = ray.get(router.info.remote())
     ray.get(router.stop_partitions.remote())
     ray.kill(router, no_restart=True)
+    _wait_storage_released(info["storage_path"], info["num_partitions"])
     return True
+
+
+def _wait_storage_released(storage_path: str, num_partitions: int, timeout_s: float = 30.0) -> None:
+    """Wait until the killed actors' processes let go of the root and partition locks (seen from this node)."""
+    if NODE_ID_FIELD in storage_path:  # the own roots of the alive nodes (a dead node's actors hold nothing)
+        roots = [Path(node_storage_path(storage_path, n)) for n in alive_node_ids()]
+    else:
+        roots = [Path(storage_path)]
+    locks = [path for root in roots for path in
+             [root / ROOT_LOCK_FILE] + [root / f"{PARTITION_DIR_PREFIX}{p}" / LOCK_FILE for p in range(num_partitions)]]
+    pending = [path for path in locks if path.exists()]
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        still = []
+        for path in pending:
+            handle = OS_FILES.lock(path)
+            if handle is None:
+                still.append(path)
+            else:
+                OS_FILES.unlock(handle)
+        pending = still
+        if pending:
+            time.sleep(0.02)
+    if pending:
+        log.warning("stopped, but %s still locked after %.0f s", pending[0], timeout_s)

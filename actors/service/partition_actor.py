@@ -126,6 +126,7 @@ class PartitionActor:
             "groups": len(coord.groups.groups) if coord is not None else 0,
             "log_end_offset": coord.runtime.end_offset if coord is not None else None,
             "log_bytes": rt.log_bytes(),
+            "loop_failures": rt.loop_failures(),
             "uptime_s": time.time() - self._started,
         }
 

@@ -2,8 +2,10 @@
 
 One event loop, no locks. The shard runs on the loop; the log's write+fsync runs in a worker
 thread, once for everything appended since the last one (group commit); responses are released
-when the shard says their records are durable. Timers wake the loop at the shard's next
-deadline. A storage failure ends the process so that Ray restarts the actor from disk.
+when the shard says their records are durable. Timers wake the loop at the shard's next deadline
+(on the monotonic clock) and fire for a bounded time per turn, so requests are served in between.
+Every background loop runs under one LoopSupervisor. A failed write ends the process so that Ray
+restarts the actor from disk; a failed compaction is logged, counted and retried while serving goes on.
 """
 
 from __future__ import annotations
@@ -19,14 +21,20 @@ from typing import Any
 from groupcoord.protocol import Deferred, SystemClock
 from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
+from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
 from .spec import ServiceSpec
+from .supervisor import LoopSupervisor
 
 log = logging.getLogger(__name__)
 
 # Seconds between background compaction checks.
 COMPACTION_CHECK_INTERVAL_S = 60.0
+
+# How long the timer loop fires due timers (a session expiry, a retention step of 1,000 offsets: each
+# one timer) before it yields to requests, as `batch` does.
+TIMER_TURN_S = 0.002
 
 _STORAGE_FAILURE_EXIT_CODE = 70
 _REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router why
@@ -49,10 +57,13 @@ class PartitionRuntime:
         self.load_ms: float | None = None
         self.load_cpu_ms: float | None = None
         self.records_replayed = 0
+        self.clock = SystemClock()
+        self.compaction_interval_s = COMPACTION_CHECK_INTERVAL_S
         self._flushing = False
         self._wake = asyncio.Event()
-        self._sleep_until: float = float("inf")
+        self._sleep_until: float = float("inf")  # monotonic ms the timer loop sleeps until
         self.loop = asyncio.get_running_loop()
+        self.supervisor = LoopSupervisor(partition, lambda e: self.fail(e))
         gc.set_threshold(*_GC_THRESHOLDS)
         self._tasks = [self.loop.create_task(self._load())]
 
@@ -60,9 +71,9 @@ class PartitionRuntime:
 
     def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
         cpu = time.thread_time()
-        root = self.root = StorageRoot(self.spec.storage_path, self.spec.num_partitions)
+        root = self.root = StorageRoot(self.spec.storage_path, self.spec.num_partitions, create=False)
         plog = root.open_partition(self.partition, sync=self.spec.fsync)
-        coord = GroupCoordinator(self.spec.config, SystemClock(), plog)
+        coord = GroupCoordinator(self.spec.config, self.clock, plog)
         count = 0
 
         def counted():
@@ -91,10 +102,11 @@ class PartitionRuntime:
         self.load_ms = (time.perf_counter() - start) * 1000
         self.coord = coord
         log.info("partition %d loaded %d records in %.0f ms", self.partition, self.records_replayed, self.load_ms)
-        self._tasks.append(self.loop.create_task(self._timer_loop()))
-        self._tasks.append(self.loop.create_task(self._compaction_loop()))
+        sup = self.supervisor
+        sup.start("timers", self._timer_turn)
+        sup.start("compaction", self._compaction_turn, self.compaction_interval_s, fatal=_compaction_is_fatal)
         if self.spec.fsync == "interval":
-            self._tasks.append(self.loop.create_task(self._interval_sync_loop()))
+            sup.start("interval sync", self._interval_sync_turn, self.log.sync_interval_ms / 1000, fatal=_always)
 
     # --- failure ---------------------------------------------------------------------------
 
@@ -149,11 +161,13 @@ class PartitionRuntime:
 
     def kick(self) -> None:
         """After the shard ran: flush what it appended, and wake the timer loop if it must run sooner."""
-        coord = self.coord
-        assert coord is not None
+        assert self.coord is not None
         self._kick_flush()
-        deadline = coord.next_deadline()
-        if deadline is not None and deadline / 1000 < self._sleep_until:
+        self._wake_for_timers()
+
+    def _wake_for_timers(self) -> None:
+        deadline = self.coord.next_deadline()  # type: ignore[union-attr]
+        if deadline is not None and deadline < self._sleep_until:
             self._wake.set()
 
     def _kick_flush(self) -> None:
@@ -170,43 +184,52 @@ class PartitionRuntime:
             while coord.runtime.end_offset > coord.runtime.durable_offset:
                 durable = await self.loop.run_in_executor(None, self.log.flush)
                 coord.on_durable(durable)
+                self._wake_for_timers()  # what waited for durability may have armed a timer (a retention step)
         except Exception as e:
             self.fail(e)
         finally:
             self._flushing = False
 
-    # --- background loops ------------------------------------------------------------------------
+    # --- background loops (each a turn that the supervisor runs again and again) -----------------
 
-    async def _timer_loop(self) -> None:
+    async def _timer_turn(self) -> None:
+        """Fire a bounded batch of due timers, then yield; when none is due, sleep until the next deadline."""
         coord = self.coord
         assert coord is not None
-        while True:
-            coord.tick()
-            self._kick_flush()
-            deadline = coord.next_deadline()
-            self._sleep_until = deadline / 1000 if deadline is not None else float("inf")
-            self._wake.clear()
-            timeout = None if deadline is None else max(0.0, deadline / 1000 - time.time())
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                pass
+        turn_ends = time.perf_counter() + TIMER_TURN_S
+        while (more := coord.fire_timers(1)) and time.perf_counter() < turn_ends:
+            pass
+        self._kick_flush()
+        if more:
+            await asyncio.sleep(0)
+            return
+        deadline = coord.next_deadline()
+        self._sleep_until = deadline if deadline is not None else float("inf")
+        self._wake.clear()
+        timeout = None if deadline is None else max(0.0, (deadline - self.clock.monotonic_ms()) / 1000)
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            pass
 
-    async def _compaction_loop(self) -> None:
-        await self._every(COMPACTION_CHECK_INTERVAL_S, self.log.maybe_compact)
+    async def _compaction_turn(self) -> None:
+        """Compact if due and wait for it; its failure is raised here, in this turn."""
+        await self.loop.run_in_executor(None, self._compact_and_wait)
 
-    async def _interval_sync_loop(self) -> None:
+    def _compact_and_wait(self) -> None:
+        if self.log.maybe_compact():
+            self.log.join_compaction()
+            self.log.maybe_compact()  # raises the error of the compaction that just ran, if it failed
+
+    async def _interval_sync_turn(self) -> None:
         """With fsync "interval", fsync written data even when nothing more is appended."""
-        await self._every(self.log.sync_interval_ms / 1000, self.log.sync)
+        await self.loop.run_in_executor(None, self.log.sync)
 
-    async def _every(self, period_s: float, work: Any) -> None:
-        """Run blocking storage `work` in a worker thread every `period_s`; a failure fails the partition."""
-        while True:
-            await asyncio.sleep(period_s)
-            try:
-                await self.loop.run_in_executor(None, work)
-            except Exception as e:
-                self.fail(e)
+    def loop_failures(self) -> dict[str, int]:
+        """Failures so far per background loop, plus the shard's failed timer callbacks."""
+        failures = dict(self.supervisor.failures)
+        failures["timer callbacks"] = self.coord.timer_failures if self.coord is not None else 0
+        return failures
 
     # --- facts ---------------------------------------------------------------------------------------
 
@@ -222,7 +245,17 @@ class PartitionRuntime:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.supervisor.close()
         while self._flushing:
             await asyncio.sleep(0.001)
         if self.log is not None:
             await self.loop.run_in_executor(None, self.log.close)
+
+
+def _compaction_is_fatal(error: Exception) -> bool:
+    """A compaction failure is retried unless the log is unusable or half-swapped (a restart's reopen finishes it)."""
+    return isinstance(error, LogClosedError) or (isinstance(error, CompactionError) and error.committed)
+
+
+def _always(error: Exception) -> bool:
+    return True

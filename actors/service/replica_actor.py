@@ -7,6 +7,12 @@ replica promises an epoch durably and from then on refuses records from older le
 chosen one takes its standby shard over at once (no replay) and writes its epoch-start marker.
 A leader that learns of a newer epoch ends its process, so that no write of its can be
 acknowledged any more; Ray restarts it, and it comes back as a follower from its disk.
+
+Each node's storage (`{node_id}` in the service's path) is its own storage root. A replica the
+router creates (a new service, or a repair) may create its node's root; a replica reopened from
+the placement must find its root and partition directory (a lost one is refused, never rejoined
+empty: it would vote with a log missing acknowledged writes). The replica's actor is the one
+writer of its log (storage.writer): appending, truncating and its epoch checkpoint all check it.
 """
 
 from __future__ import annotations
@@ -34,25 +40,36 @@ from .partition_actor import PartitionActor
 from .partition_runtime import PartitionRuntime
 from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
 from .spec import ServiceSpec
+from .supervisor import LoopSupervisor
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.1  # how often a leader contacts its followers when idle
 LEADER_TIMEOUT_S = 1.0  # a follower that hears nothing from a leader for this long asks for an election
 _DEPOSED_EXIT_CODE = 75
+_WATCH_FAILURE_EXIT_CODE = 70
+NODE_ID_FIELD = "{node_id}"
 
 
 def node_storage_path(template: str, node_id: str) -> str:
     """A storage path with `{node_id}` replaced by the Ray node id (how node-local disks are named)."""
-    return template.replace("{node_id}", node_id)
+    return template.replace(NODE_ID_FIELD, node_id)
+
+
+def router_root_path(spec: ServiceSpec, node_id: str) -> str:
+    """The storage root of a service's router on `node_id`: its node's own root when replicated."""
+    return node_storage_path(spec.storage_path, node_id) if spec.replication_factor > 1 else spec.storage_path
 
 
 class LeaderRuntime(PartitionRuntime):
     """The partition runtime of a promoted replica: it adopts the standby shard instead of replaying a log."""
 
-    def __init__(self, partition: int, spec: ServiceSpec, rlog: ReplicatedLog, coord: GroupCoordinator) -> None:
+    def __init__(
+        self, partition: int, spec: ServiceSpec, rlog: ReplicatedLog, coord: GroupCoordinator, root: StorageRoot
+    ) -> None:
         self._adopted = (rlog, coord)
         super().__init__(partition, spec)
+        self.root = root
 
     def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
         rlog, coord = self._adopted
@@ -69,6 +86,7 @@ class ReplicaActor(PartitionActor):
         spec: ServiceSpec,
         replica_id: str,
         min_insync: int,
+        create_root: bool = False,
     ) -> None:
         self.partition = partition
         self.num_partitions = spec.num_partitions
@@ -76,9 +94,9 @@ class ReplicaActor(PartitionActor):
         self.node_id = ray.get_runtime_context().get_node_id()
         path = node_storage_path(spec.storage_path, self.node_id)
         self.spec = ServiceSpec(spec.namespace, path, spec.num_partitions, spec.fsync, spec.config or GroupConfig())
-        self.root = StorageRoot(path, spec.num_partitions)
+        self.root = StorageRoot(path, spec.num_partitions, create=create_root)
         self.directory = self.root.partition_dir(partition)
-        self.checkpoint = LeaderEpochCheckpoint(self.directory)
+        self.checkpoint = LeaderEpochCheckpoint(self.directory, self.root.files, fence=self._check_writer)
         self.runtime: LeaderRuntime | None = None  # set while leading
         self._started = time.time()
         self._io = asyncio.Lock()
@@ -91,7 +109,9 @@ class ReplicaActor(PartitionActor):
         self.leader_id: str | None = None
         self._last_contact = time.monotonic()
         self._electing = False
-        self._tasks = [self.loop.create_task(self._watch_leader())]
+        self._router: Any = None
+        self.supervisor = LoopSupervisor(partition, self._watch_failed)
+        self.supervisor.start("leader watch", self._watch_turn, LEADER_TIMEOUT_S / 10)
 
     # --- the local log and the standby shard ---------------------------------------------------------
 
@@ -124,6 +144,9 @@ class ReplicaActor(PartitionActor):
             if n < len(records):
                 self.unapplied.appendleft((base + n, records[n:]))
             self.applied = base + n
+
+    def _check_writer(self) -> None:
+        self.rlog.plog.check_writer()  # a replica another writer replaced writes nothing, not even its epochs
 
     @property
     def end(self) -> int:
@@ -173,7 +196,7 @@ class ReplicaActor(PartitionActor):
             self.rlog.lead(epoch, self.replica_id, state, self.hw, followers)
             self.standby.runtime.append([epoch_marker(epoch)])
             self.synced_epoch, self.leader_id = epoch, self.replica_id
-            self.runtime = LeaderRuntime(self.partition, self.spec, self.rlog, self.standby)
+            self.runtime = LeaderRuntime(self.partition, self.spec, self.rlog, self.standby, self.root)
             name = f"replica-heartbeats-{self.partition}"
             threading.Thread(target=self._heartbeats, name=name, daemon=True).start()
             log.info("partition %d: replica %s leads epoch %d from %d", self.partition, self.replica_id, epoch, end)
@@ -192,25 +215,28 @@ class ReplicaActor(PartitionActor):
             except Exception:
                 log.exception("partition %d: leader heartbeat failed", self.partition)
 
-    async def _watch_leader(self) -> None:
-        """Ask the router for an election when no leader has been heard from for LEADER_TIMEOUT_S."""
-        router = None
-        while True:
-            await asyncio.sleep(LEADER_TIMEOUT_S / 10)
-            if self.runtime is not None or self._electing:
-                continue
-            if time.monotonic() - self._last_contact < LEADER_TIMEOUT_S or self.spec.namespace is None:
-                continue
-            self._electing = True
-            try:
-                router = router or ray.get_actor(ROUTER_NAME, namespace=self.spec.namespace)
-                await router.elect.remote(self.partition, self.state.promised_epoch)
-            except Exception as e:
-                log.debug("partition %d: asking for an election failed: %r", self.partition, e)
-                router = None
-            finally:
-                self._electing = False
-                self._last_contact = time.monotonic()
+    async def _watch_turn(self) -> None:
+        """Ask the router for an election when no leader has been heard from for LEADER_TIMEOUT_S (monotonic)."""
+        if self.runtime is not None or self._electing or self.spec.namespace is None:
+            return
+        if time.monotonic() - self._last_contact < LEADER_TIMEOUT_S:
+            return
+        self._electing = True
+        try:
+            self._router = self._router or ray.get_actor(ROUTER_NAME, namespace=self.spec.namespace)
+            await self._router.elect.remote(self.partition, self.state.promised_epoch)
+        except Exception as e:
+            log.debug("partition %d: asking for an election failed: %r", self.partition, e)
+            self._router = None
+        finally:
+            self._electing = False
+            self._last_contact = time.monotonic()
+
+    def _watch_failed(self, error: BaseException) -> None:
+        log.critical("partition %d: replica %s cannot watch its leader, exiting: %r", self.partition,
+                     self.replica_id, error)
+        logging.shutdown()
+        os._exit(_WATCH_FAILURE_EXIT_CODE)
 
     # --- following ---------------------------------------------------------------------------------------
 
@@ -249,11 +275,11 @@ class ReplicaActor(PartitionActor):
             os._exit(_DEPOSED_EXIT_CODE)
         self.rlog.plog.close()
         try:
-            truncate_partition_dir(self.directory, cut)
+            truncate_partition_dir(self.directory, cut, self.root.files)
             self._open(reset_standby=False)
         except TruncationError:
             log.warning("partition %d: cannot cut at %d; copying the leader's log again", self.partition, cut)
-            truncate_partition_dir(self.directory, 0)
+            truncate_partition_dir(self.directory, 0, self.root.files)
             self._open(reset_standby=True)
         while self.unapplied and self.unapplied[-1][0] >= cut:
             self.unapplied.pop()

@@ -29,7 +29,8 @@ from .election import ReplicationManager
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
 from .repair import repair_loop
-from .replica_actor import node_storage_path
+from .replica_actor import router_root_path
+from .root_check import check_service_root
 from .spec import ServiceSpec
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,14 @@ class RouterActor:
         self.partitions: list[Any] = []
         self.topics: TopicRegistry | None = None
         self.replication: ReplicationManager | None = None
-        local_path = node_storage_path(storage_path, ray.get_runtime_context().get_node_id())
+        self._root_lock: int | None = None
+        # A replicated service's router runs on the head node and keeps the placement in that node's own root.
+        local_path = router_root_path(spec, ray.get_runtime_context().get_node_id())
         try:
-            StorageRoot(local_path, num_partitions)
+            if spec.replication_factor > 1:
+                check_service_root(local_path, num_partitions)  # on this node: start() checks a plain root
+            root = StorageRoot(local_path, num_partitions, create=False)
+            self._root_lock = root.lock_for_service()  # held for the router's life: one service per root
             self.topics = TopicRegistry(local_path)
             if spec.replication_factor > 1:
                 self.replication = ReplicationManager(spec, self.partitions, local_path)

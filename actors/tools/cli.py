@@ -14,6 +14,7 @@ from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
 from .cli_groups import groups, offsets, topics
 from .cli_partitions import describe_partitions
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
+from .quiet import configure_output, ensure_ray
 
 namespace_option = click.option(
     "--namespace",
@@ -30,10 +31,12 @@ address_option = click.option(
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @namespace_option
 @address_option
+@click.option("-v", "--verbose", is_flag=True, help="Show Ray's and Spark's own log lines too.")
 @click.pass_context
-def main(ctx: click.Context, namespace: str, address: str | None) -> None:
+def main(ctx: click.Context, namespace: str, address: str | None, verbose: bool) -> None:
     """A Kafka-style consumer-group coordinator on Ray."""
-    ctx.obj = {"namespace": namespace, "address": address}
+    configure_output(verbose)
+    ctx.obj = {"namespace": namespace, "address": address, "verbose": verbose}
 
 
 def _start_local_ray() -> None:
@@ -196,9 +199,12 @@ def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, exe
 
     if storage_path is None:
         storage_path = connect_service(ctx.obj["address"], ctx.obj["namespace"]).storage_path
+    ensure_ray(ctx.obj["address"])
     rendered = run_analysis(
         storage_path,
-        spark_options=SparkOptions(num_executors=executors, executor_memory=executor_memory),
+        spark_options=SparkOptions(
+            num_executors=executors, executor_memory=executor_memory, quiet=not ctx.obj["verbose"]
+        ),
         ray_address=ctx.obj["address"],
         now_ms=now_ms,
         window=window,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import sys
 from typing import Any, Iterable, Sequence
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..client import GroupCoordinatorError, Service, ServiceError
+from . import quiet
 from .offset_reset import ResetError
 
 log = logging.getLogger(__name__)
@@ -44,14 +44,8 @@ def init_ray(address: str | None, namespace: str) -> None:
 
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
-        ray.init(
-            address=address or "auto",
-            namespace=namespace,
-            logging_level=logging.WARNING,
-            log_to_driver=False,
-        )
+        quiet.init_ray(address=address or "auto", namespace=namespace)
     except ConnectionError:
         raise CliError(
             "no Ray cluster is running here; start one with `groupcoord start` (or `ray start --head`)"

@@ -20,6 +20,7 @@ from groupcoord.protocol.config import GroupConfig
 
 from ..client import AdminClient, Service
 from ..service import start, stop
+from .quiet import init_ray
 
 log = logging.getLogger(__name__)
 
@@ -169,13 +170,7 @@ class Demo:
 
         self.say(f"starting Ray and the groupcoord service (4 partitions, storage {self.storage_path})")
         if not ray.is_initialized():
-            ray.init(
-                num_cpus=2,
-                include_dashboard=False,
-                log_to_driver=False,
-                namespace=NAMESPACE,
-                logging_level=logging.WARNING,
-            )
+            init_ray(num_cpus=2, include_dashboard=False, namespace=NAMESPACE)
         self.svc = start(
             4,
             self.storage_path,

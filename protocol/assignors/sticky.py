@@ -230,16 +230,19 @@ class StickyAssignor(AbstractStickyAssignor):
     name = "sticky"
 
     def member_data(self, sub: MemberSubscription) -> tuple[Sequence[TopicPartition], int | None]:
-        """Owned partitions and generation from the subscription, else both from StickyAssignor user data."""
-        generation = sub.generation_id if sub.generation_id >= 0 else None
-        if sub.owned_partitions or not sub.user_data:
-            return sub.owned_partitions, generation
+        """The previous assignment and its generation, always from the StickyAssignor user data.
+
+        As Kafka's eager StickyAssignor: a member revokes everything before it joins, so the owned
+        partitions of its subscription say nothing; its user data (V1, or V0 without generation)
+        carries what it was last assigned. No or unreadable user data: no previous assignment.
+        """
+        if not sub.user_data:
+            return (), None
         try:
-            partitions, encoded = decode_sticky_user_data(sub.user_data)
+            return decode_sticky_user_data(sub.user_data)
         except (ValueError, UnicodeDecodeError) as e:
             log.warning("ignoring unparsable sticky user data: %s", e)
-            return (), generation
-        return partitions, encoded if encoded is not None else generation
+            return (), None
 
     def subscription_user_data(self, assigned: Iterable[TopicPartition], generation_id: int) -> bytes | None:
         """Kafka's StickyAssignor V1 user data: the member's current partitions and generation."""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import ray
 from ray_helpers import form_group, heartbeat, join_async, kill_and_wait_restart, new_member_id, sync, wait_for
 from services import running_service
 
-from groupcoord.actors import connect, stop
+from groupcoord.actors import connect, start, stop
+from groupcoord.actors.client.handle import ServiceError
+from groupcoord.actors.service.names import ROUTER_NAME
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import (
     DescribeGroupsRequest,
@@ -15,6 +19,7 @@ from groupcoord.protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
+from groupcoord.storage import StorageRoot
 
 NAMESPACE = "gc-test-partitions"
 
@@ -141,3 +146,32 @@ def test_service_outlives_the_driver_that_started_it(ray_local, tmp_path):
         assert ray.get(join_async(handle, "after-driver")).error == Errors.MEMBER_ID_REQUIRED
     finally:
         stop(namespace)
+
+
+def _no_service(namespace):
+    with pytest.raises(ValueError):
+        ray.get_actor(ROUTER_NAME, namespace=namespace)
+
+
+def test_a_second_service_on_a_root_in_use_is_refused(svc):
+    with pytest.raises(ServiceError, match=f"storage root {svc.storage_path} is in use by another running"):
+        start(num_partitions=4, storage_path=svc.storage_path, namespace="gc-test-second-service")
+    _no_service("gc-test-second-service")
+
+
+def test_start_refuses_a_directory_that_is_neither_empty_nor_a_root_and_touches_nothing(svc, tmp_path):
+    (tmp_path / "photos").mkdir()
+    with pytest.raises(ServiceError, match=f"storage root {tmp_path} is neither empty nor a groupcoord"):
+        start(num_partitions=2, storage_path=str(tmp_path), namespace="gc-test-foreign")
+    assert [p.name for p in tmp_path.iterdir()] == ["photos"]
+    _no_service("gc-test-foreign")
+
+
+def test_start_refuses_a_root_whose_partition_directory_is_missing(svc, tmp_path):
+    root = StorageRoot(tmp_path, 2)
+    shutil.rmtree(root.partition_dir(1))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ServiceError, match=f"storage root {tmp_path} holds partitions \\[1\\] whose directories"):
+        start(num_partitions=2, storage_path=str(tmp_path), namespace="gc-test-lost")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    _no_service("gc-test-lost")

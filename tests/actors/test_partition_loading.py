@@ -16,11 +16,14 @@ from groupcoord.protocol import (
     TopicPartition,
     partition_for,
 )
+from groupcoord.storage import StorageRoot
 
 TP = TopicPartition("t", 0)
 
 
 def test_requests_before_the_log_is_loaded_get_load_in_progress_and_heartbeats_none(tmp_path):
+    StorageRoot(tmp_path, 1)  # start() creates the root; a partition only opens one
+
     async def scenario():
         actor = PartitionActor(0, 1, str(tmp_path))  # loading starts, but has not run yet
         join = await actor.join_group(JoinGroupRequest("g", 10000, protocols=[("range", b"")]))
@@ -46,6 +49,7 @@ def test_requests_before_the_log_is_loaded_get_load_in_progress_and_heartbeats_n
 
 def test_a_group_of_another_partition_gets_not_coordinator(tmp_path):
     other = next(g for g in (f"g{i}" for i in range(100)) if partition_for(g, 2) == 1)
+    StorageRoot(tmp_path, 2)
 
     async def scenario():
         actor = PartitionActor(0, 2, str(tmp_path))

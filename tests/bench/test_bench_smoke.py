@@ -23,6 +23,7 @@ from benchmarks import (  # noqa: E402
     bench_memory,
     bench_rebalance,
     bench_recovery,
+    bench_retention,
     bench_scale,
     common,
 )
@@ -109,3 +110,12 @@ def test_scale(ray_local, tmp_path):
     for lv in r["levels"]:
         assert lv["errors"] == 0 and lv["commits_per_s"]["median"] > 0
         assert sum(lv["groups_per_partition"]) == lv["groups"] + warm_up
+
+
+def test_retention(tmp_path):
+    r = tiny(bench_retention, tmp_path)
+    phases = r["phases"]
+    assert set(phases) == {"no sweep", "bounded sweep", "one-turn sweep"}
+    assert all(p["count"]["median"] >= 1 for p in phases.values())
+    n = r["sizes"]["offsets"]
+    assert phases["bounded sweep"]["expired"]["median"] == phases["one-turn sweep"]["expired"]["median"] == n

@@ -89,7 +89,8 @@ def test_reset_is_refused_on_a_group_with_members(svc):
     AdminClient(svc).create_topic("busy", 1)
     member = GroupMember(svc, "busy-group", topics=["busy"], session_timeout_ms=10000, heartbeat_interval_ms=500)
     try:
-        member.poll()
+        while not member.poll(100):  # poll returns by its deadline; the member owns the partition once joined
+            pass
         result = run("offsets", "reset", "busy-group", "--topic", "busy", "--to-earliest", "--execute", ok=False)
         assert result.exit_code == 1
         assert "must be Empty" in result.output and "Traceback" not in result.output

@@ -102,11 +102,11 @@ class ShardContext:
         Like the actor that hosts a shard, the clock stops at every deadline on the way and ticks
         there, so timers re-armed by a timer (the initial rebalance delay) keep exact times.
         """
-        target = self.clock.now_ms() + ms
+        target = self.clock.monotonic_ms() + ms
         while (deadline := self.coord.next_deadline()) is not None and deadline <= target:
-            self.clock.advance(max(deadline - self.clock.now_ms(), 0))
+            self.clock.advance(max(deadline - self.clock.monotonic_ms(), 0))
             self.coord.tick()
-        self.clock.advance(target - self.clock.now_ms())
+        self.clock.advance(target - self.clock.monotonic_ms())
         self.coord.tick()
 
     def release(self) -> None:

@@ -30,7 +30,9 @@ def tp(topic: str, partition: int) -> TopicPartition:
 
 
 def owning(topics: Sequence[str], owned: Sequence[TopicPartition], generation: int) -> MemberSubscription:
-    return MemberSubscription(list(topics), list(owned), generation)
+    """A member that held `owned` in `generation`: as owned partitions (cooperative) and as sticky user data (eager)."""
+    user_data = encode_sticky_user_data(owned, generation)
+    return MemberSubscription(list(topics), list(owned), generation, user_data=user_data)
 
 
 def subscribed_partitions(counts: Mapping[str, int], subs: Subs) -> set[TopicPartition]:

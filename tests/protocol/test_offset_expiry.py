@@ -29,7 +29,7 @@ def expiry_shard(start_ms: int = 0) -> Shard:
 
 
 def cleanup(shard: Shard) -> None:
-    shard.coord.offsets.cleanup_expired_offsets()
+    shard.coord.expire_offsets_now()
 
 
 def tombstoned(shard: Shard, since: int) -> set:
@@ -256,25 +256,6 @@ def test_explicit_expire_timestamp_is_honoured_while_the_group_is_empty():
     shard.clock.advance(RETENTION * 2)
     cleanup(shard)
     assert shard.committed("s") == {} and shard.state("s") == "Dead"
-
-
-def test_explicit_expire_timestamp_is_not_honoured_while_the_group_has_members():
-    shard = expiry_shard()
-    generation, ids = shard.stable_group("g", {"c1": consumer_metadata("a")})
-    shard.commit("g", {B0: 1}, generation_id=generation, member_id=ids["c1"], retention_time_ms=100)
-    shard.commit("g", {C0: 2}, generation_id=generation, member_id=ids["c1"], retention_time_ms=RETENTION * 5)
-    shard.clock.advance(RETENTION - 1)
-    cleanup(shard)
-    assert shard.committed("g") == {B0: 1, C0: 2}  # B0's explicit expiry passed long ago
-    shard.clock.advance(1)
-    cleanup(shard)
-    assert shard.committed("g") == {}  # C0's later explicit expiry does not keep it either
-    # Once the group is Empty, explicit timestamps count again.
-    shard.commit("g", {B0: 1}, generation_id=generation, member_id=ids["c1"], retention_time_ms=100)
-    shard.leave_all("g", list(ids.values()))
-    shard.clock.advance(100)
-    cleanup(shard)
-    assert shard.committed("g") == {}
 
 
 # --- restarts --------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def verify(directory: str | os.PathLike[str], mode: str, acked: int) -> tuple[in
     with PartitionLog(directory, sync="always", segment_bytes=SEGMENT_BYTES[mode], tombstone_retention_ms=0) as plog:
         end = plog.end_offset
         read = list(plog.read())
-    leftovers = [n for n in os.listdir(directory) if not n.endswith(".log")]
+    leftovers = [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned"))]
     assert not leftovers, f"recovery left compaction files behind: {leftovers}"
     assert end >= acked, f"acknowledged up to offset {acked} but the log ends at {end}"
     offsets = [r.offset for r in read]
@@ -83,23 +83,26 @@ def _suicide() -> None:
 
 def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
     """Append (and compact) until killed, reporting each durable offset."""
-    from groupcoord.storage import PartitionLog
+    from groupcoord.storage import FileOps, PartitionLog
 
     rng = random.Random(seed)
 
-    def fsync(fd: int) -> None:
-        if rng.random() < kill_p:
-            _suicide()
-        os.fsync(fd)
-        if rng.random() < kill_p:
-            _suicide()
+    class DyingFiles(FileOps):
+        """The real file system, where the process may die just before or just after any fsync."""
+
+        def fsync(self, fd: int) -> None:
+            if rng.random() < kill_p:
+                _suicide()
+            super().fsync(fd)
+            if rng.random() < kill_p:
+                _suicide()
 
     def on_step(step: str) -> None:
         if rng.random() < kill_p * 4:
             _suicide()
 
     plog = PartitionLog(
-        directory, sync="always", segment_bytes=SEGMENT_BYTES[mode], tombstone_retention_ms=0, fsync=fsync
+        directory, sync="always", segment_bytes=SEGMENT_BYTES[mode], tombstone_retention_ms=0, files=DyingFiles()
     )
     print(f"open {plog.end_offset}", flush=True)
     if mode == "compact":

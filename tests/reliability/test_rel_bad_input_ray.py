@@ -320,7 +320,7 @@ def test_rel_group_member_with_a_bad_group_id_fails_clearly_on_poll(prepared, gr
     def build_and_poll() -> Any:
         member = GroupMember(svc, group, topics=["t"], session_timeout_ms=600_000, request_timeout_ms=5_000)
         try:
-            return member.poll(0)
+            return member.poll(5_000)  # long enough for the coordinator's first answer
         finally:
             member.close(timeout_ms=5_000)
 

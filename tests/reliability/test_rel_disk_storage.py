@@ -16,25 +16,23 @@ from pathlib import Path
 import pytest
 from rel_log_writer import record_at, verify
 
-from groupcoord.storage import LogClosedError, LogWriteError, PartitionLog, StorageError
+from groupcoord.storage import FileOps, LogClosedError, LogWriteError, PartitionLog, StorageError
 
 CHILD = Path(__file__).with_name("rel_disk_writer.py")
 
 
-class FailingFsync:
-    """An fsync that works until armed, then raises EIO (as a failing disk does)."""
+class FailingFsync(FileOps):
+    """The real file system, whose fsyncs work until armed, then raise EIO (as a failing disk does)."""
 
     def __init__(self) -> None:
         self.armed = False
         self.failures = 0
 
-    def __call__(self, fd: int) -> None:
+    def fsync(self, fd: int) -> None:
         if self.armed:
             self.failures += 1
             raise OSError(errno.EIO, "Input/output error (injected)")
-        import os
-
-        os.fsync(fd)
+        super().fsync(fd)
 
 
 def append(plog: PartitionLog, n: int) -> int:
@@ -47,7 +45,7 @@ def append(plog: PartitionLog, n: int) -> int:
 def test_rel_failing_fsync_fails_loudly_keeps_acked_records_and_recovers(tmp_path: Path) -> None:
     """EIO from fsync: flush raises LogWriteError, appends are refused, a reopen has every acked record."""
     fsync = FailingFsync()
-    plog = PartitionLog(tmp_path / "p", sync="always", fsync=fsync)
+    plog = PartitionLog(tmp_path / "p", sync="always", files=fsync)
     acked = append(plog, 30)
     fsync.armed = True
     with pytest.raises(LogWriteError) as failure:
@@ -74,7 +72,7 @@ def test_rel_fsync_failure_while_opening_is_a_storage_error(tmp_path: Path) -> N
     fsync = FailingFsync()
     fsync.armed = True
     with pytest.raises(StorageError) as failure:
-        PartitionLog(tmp_path / "p", sync="always", fsync=fsync)
+        PartitionLog(tmp_path / "p", sync="always", files=fsync)
     assert str(tmp_path) in str(failure.value)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,13 @@ def test_analyze_prints_every_report_and_draws_the_plot(tmp_path):
     for status in ("STALL", "STOP", "REWIND", "WARN", "ERR"):
         assert status in out
     assert plot.stat().st_size > 10_000 and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Quiet by default: none of Ray's, Spark's or the JVM's own log lines reach the terminal.
+    noise = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if re.search(r"ERROR|\bINFO\b|\bWARN(ING)?\b|gcs_client|log4j", line)
+    ]
+    assert not noise, noise
 
 
 def test_analyze_of_a_missing_storage_root_is_a_one_line_error(tmp_path):

@@ -16,6 +16,8 @@ from groupcoord.protocol.records import (
     OffsetCommitValue,
     Record,
 )
+from groupcoord.storage import PartitionLog
+from groupcoord.storage.writer import EPOCH_FILE, LOCK_FILE
 
 
 class ManualMs:
@@ -29,17 +31,6 @@ class ManualMs:
 
     def advance(self, ms: int) -> None:
         self.now += ms
-
-
-class FsyncCounter:
-    """An fsync that counts its calls and really syncs."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, fd: int) -> None:
-        self.calls += 1
-        os.fsync(fd)
 
 
 class SimulatedCrash(BaseException):
@@ -131,5 +122,11 @@ def copy_dir(src: Path, dst: Path) -> Path:
 
 
 def files_in(directory: Path) -> list[str]:
-    """Sorted names of the files in `directory`."""
-    return sorted(os.listdir(directory))
+    """Sorted names of the files in `directory`, leaving out the writer's lock and epoch files."""
+    return sorted(n for n in os.listdir(directory) if n not in (LOCK_FILE, EPOCH_FILE))
+
+
+def die(log: PartitionLog) -> None:
+    """What the death of the process does to an open log: its file closes and its write lock goes."""
+    log._active.close()
+    log._fence.release()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -10,6 +11,7 @@ from storage_helpers import (
     SimulatedCrash,
     commit,
     copy_dir,
+    die,
     files_in,
     group_metadata,
     group_tombstone,
@@ -18,7 +20,7 @@ from storage_helpers import (
     state_of,
 )
 
-from groupcoord.storage import CompactionError, LogClosedError, PartitionLog
+from groupcoord.storage import CompactionError, FileOps, LogClosedError, PartitionLog
 from groupcoord.storage.compaction import Compactor
 from groupcoord.storage.segment import segment_file_name
 
@@ -214,23 +216,24 @@ def test_a_failed_background_compaction_is_reported_by_the_next_maybe_compact(tm
     log.close()
 
 
-def test_a_failed_swap_after_the_commit_point_fails_the_log_and_reopen_finishes_it(tmp_path, monkeypatch):
+def test_a_swap_that_keeps_failing_after_the_commit_point_fails_the_log_and_reopen_finishes_it(tmp_path):
     clock = ManualMs()
     log = PartitionLog(tmp_path, clock=clock, segment_bytes=150, sync="never")
     write(log, clock, [[commit("g", "t", i % 2, i)] for i in range(15)])
     before = list(log.read())
     active_base = log.segments()[-1].base_offset
-    real_replace = os.replace
 
-    def failing_replace(src, dst):
-        if str(src).endswith(".swap"):
-            raise OSError("rename failed")
-        real_replace(src, dst)
+    class SwapRenameFails(FileOps):
+        """A directory where renaming the .swap file keeps failing (twice: the compactor tries again)."""
 
-    monkeypatch.setattr("groupcoord.storage.compaction.os.replace", failing_replace)
+        def rename(self, src, dst):
+            if str(src).endswith(".swap"):
+                raise OSError(errno.EIO, "rename failed")
+            super().rename(src, dst)
+
+    log.files = SwapRenameFails()
     with pytest.raises(CompactionError, match="after its commit"):
         log.compact()
-    monkeypatch.undo()
     assert log.failed
     with pytest.raises(LogClosedError):
         log.append([commit("g", "t", 0, 0)])
@@ -255,7 +258,7 @@ def run_with_crash(directory, crash_at: int, clock, **options):
         log.compact(on_step=hook)
     except SimulatedCrash:
         pass
-    log._active.close()  # the process died: nothing else runs
+    die(log)  # the process died: nothing else runs
     return steps
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from storage_helpers import ManualMs, SimulatedCrash, commit, copy_dir, flat, group_metadata
+from storage_helpers import ManualMs, SimulatedCrash, commit, copy_dir, die, flat, group_metadata
 
 from groupcoord.storage import (
     CorruptLogError,
@@ -97,7 +97,7 @@ def test_reads_the_committed_state_of_an_interrupted_compaction(tmp_path):
 
         with pytest.raises(SimulatedCrash):
             writer.compact(on_step=hook)
-        writer._active.close()
+        die(writer)
         got = list(read_partition(d))
         if expect_compacted:
             assert len(got) < len(full) and set(got) <= set(full)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storage_helpers import (
     ManualMs,
     commit,
+    files_in,
     flat,
     group_metadata,
     group_tombstone,
@@ -80,7 +79,7 @@ def test_missing_and_empty_directories_are_empty_logs(tmp_path):
     log = PartitionLog(missing)
     assert list(log.replay()) == []
     assert log.end_offset == log.durable_offset == 0
-    assert os.listdir(missing) == [segment_file_name(0)]
+    assert files_in(missing) == [segment_file_name(0)]
     log.close()
     (tmp_path / "empty").mkdir()
     log = PartitionLog(tmp_path / "empty")
@@ -107,7 +106,7 @@ def test_many_segments_reopen(tmp_path):
         ends.append(log.append(b))
         log.flush()
     log.close()
-    names = sorted(os.listdir(tmp_path))
+    names = files_in(tmp_path)
     assert len(names) > 50
     assert all(len(n) == len("00000000000000000000.log") for n in names)
     reopened = PartitionLog(tmp_path, segment_bytes=600)

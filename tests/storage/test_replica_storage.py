@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from powerloss import PowerLossFiles
 from storage_helpers import commit
 
-from groupcoord.storage import PartitionLog
+from groupcoord.storage import LogLockedError, PartitionLog, StaleWriterError, read_partition
 from groupcoord.storage.epoch_checkpoint import EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir
+from groupcoord.storage.writer import read_epoch
 
 
 def _log_with_entries(directory, sizes, **options) -> list[list]:
@@ -74,3 +76,32 @@ def test_epoch_checkpoint_round_trips_durably_and_answers_offset_for_epoch(tmp_p
     assert state.end_of_epoch(3, 30) == 25 and state.end_of_epoch(1, 30) == 10 and state.end_of_epoch(4, 30) == 30
     assert state.truncated(10).history == ((1, 0),)
     assert state.with_epoch_start(3, 12).history == ((1, 0), (2, 10), (3, 12))
+
+
+def test_a_follower_truncating_is_the_logs_writer_refused_while_another_holds_it(tmp_path):
+    batches = _log_with_entries(tmp_path, [3, 2])
+    epoch = read_epoch(tmp_path)
+    with PartitionLog(tmp_path) as holder:
+        with pytest.raises(LogLockedError, match=str(tmp_path)):
+            truncate_partition_dir(tmp_path, 3)
+        assert list(holder.replay()) == batches[0] + batches[1]  # nothing was cut under the open writer
+    truncate_partition_dir(tmp_path, 3)
+    assert read_epoch(tmp_path) == epoch + 2  # the holder's open, then the cut's own
+    assert [r.record for r in read_partition(tmp_path)] == batches[0]
+
+
+def test_a_cut_made_durable_survives_a_power_loss_and_a_stale_checkpoint_writer_is_fenced(tmp_path):
+    batches = _log_with_entries(tmp_path, [2, 2])
+    files = PowerLossFiles(tmp_path, locks_work=False)
+    truncate_partition_dir(tmp_path, 2, files)
+    files.pull_plug()  # the cut was fsynced: it is what the disk holds
+    assert [r.record for r in read_partition(tmp_path)] == batches[0]
+    zombie = PartitionLog(tmp_path, files=files)
+    cp = LeaderEpochCheckpoint(tmp_path, files, fence=zombie.check_writer)
+    cp.write(EpochState(3))
+    successor = PartitionLog(tmp_path, files=files)  # a newer writer of the same log (the lock did not hold)
+    with pytest.raises(StaleWriterError):
+        cp.write(EpochState(4))
+    assert LeaderEpochCheckpoint(tmp_path).read() == EpochState(3)
+    successor.close()
+    zombie.close()

@@ -1,32 +1,49 @@
-"""The topic registry: persisted atomically, and made durable through storage's one fsync seam."""
+"""The topic registry: persisted atomically and durably, and every file operation of storage/ goes through the seam."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from storage_helpers import FsyncCounter
+from powerloss import PowerLossFiles
 
-from groupcoord.storage.topics import TopicRegistry, read_end_offset_history
+from groupcoord.storage.topics import END_OFFSET_HISTORY_FILE, TopicRegistry, read_end_offset_history
 
 STORAGE = Path(__file__).resolve().parents[2] / "storage"
 
 
-def test_registry_fsyncs_files_and_the_root_through_the_seam(tmp_path):
-    fsync = FsyncCounter()
-    registry = TopicRegistry(tmp_path, clock_ms=lambda: 1234, fsync=fsync)
+def test_registry_changes_are_durable_when_they_return(tmp_path):
+    files = PowerLossFiles(tmp_path)
+    registry = TopicRegistry(tmp_path / "root", clock_ms=lambda: 1234, files=files)
     registry.create("events", 4)
-    assert fsync.calls == 2  # topics.json and the directory entry of its rename
     registry.report_end_offsets("events", {0: 10, 3: 7})
-    assert fsync.calls == 5  # the history file, then topics.json and the directory again
-    again = TopicRegistry(tmp_path)
+    files.pull_plug()
+    again = TopicRegistry(tmp_path / "root")
     assert again.topics["events"].partitions == 4 and again.topics["events"].end_offsets == {0: 10, 3: 7}
-    assert [(r["partition"], r["offset"], r["timestamp"]) for r in read_end_offset_history(tmp_path)] == [
+    assert [(r["partition"], r["offset"], r["timestamp"]) for r in read_end_offset_history(tmp_path / "root")] == [
         (0, 10, 1234), (3, 7, 1234)]
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not list((tmp_path / "root").glob("*.tmp"))
 
 
-def test_only_the_fsync_module_opens_directories_or_calls_os_fsync():
-    pattern = re.compile(r"os\.fsync\(|O_DIRECTORY|os\.open\([^)]*O_RDONLY")
-    users = sorted(p.name for p in STORAGE.glob("*.py") if pattern.search(p.read_text()))
-    assert users == ["fsync.py"]
+def test_a_torn_history_line_is_cut_so_the_next_report_reads_back(tmp_path):
+    registry = TopicRegistry(tmp_path, clock_ms=lambda: 5)
+    registry.create("events", 1)
+    registry.report_end_offsets("events", {0: 1})
+    with open(tmp_path / END_OFFSET_HISTORY_FILE, "a") as f:
+        f.write('{"topic": "events", "parti')  # a power loss in the middle of an append
+    again = TopicRegistry(tmp_path, clock_ms=lambda: 6)
+    again.report_end_offsets("events", {0: 2})
+    assert [r["offset"] for r in read_end_offset_history(tmp_path)] == [1, 2]
+
+
+# Calls that change files or directories; only fileops.py (the seam) may make them.
+_MUTATING = re.compile(
+    r"os\.(fsync|open|write|replace|rename|unlink|remove|link|truncate|mkdir|makedirs)\("
+    r"|O_DIRECTORY|flock|tempfile|(?<!files)\.(mkdir|write_text|write_bytes|unlink|rename|touch)\("
+    r"|open\([^)]*[\"'][wax+]"
+)
+
+
+def test_only_the_seam_changes_files():
+    users = sorted(p.name for p in STORAGE.glob("*.py") if _MUTATING.search(p.read_text()))
+    assert users == ["fileops.py"]
