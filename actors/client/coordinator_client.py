@@ -25,10 +25,12 @@ COORDINATOR_ERRORS = frozenset(
 ACTOR_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.RayActorError,
     ray.exceptions.ActorUnavailableError,
+    ray.exceptions.ActorUnschedulableError,  # a replica whose node is gone
 )
 
 
 _HINT_TIMEOUT_S = 2.0  # how long a timed-out call waits for the router to say why
+_MIN_WAIT_S = 0.01  # the shortest wait for the router when a call's deadline has (nearly) passed
 
 
 class CoordinatorUnavailableError(TimeoutError):
@@ -91,11 +93,12 @@ class CoordinatorClient:
         self.backoff_max_s = retry_backoff_max_ms / 1000
         self.partition, self.handle = service.find_coordinator(group_id)
 
-    def rediscover(self) -> None:
-        """Ask the router for the group's coordinator again."""
+    def rediscover(self, timeout_s: float | None = None) -> None:
+        """Ask the router for the group's coordinator again (waiting at most `timeout_s`, or the request timeout)."""
         try:
             self.partition, self.handle = ray.get(
-                self.service.router.find_coordinator.remote(self.group_id), timeout=self.request_timeout_s
+                self.service.router.find_coordinator.remote(self.group_id),
+                timeout=timeout_s if timeout_s is not None else self.request_timeout_s,
             )
         except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
             log.debug("router unreachable while finding the coordinator of %s: %r", self.group_id, e)
@@ -146,9 +149,11 @@ class CoordinatorClient:
                     return response
                 log.debug("%s for %s answered %s; retrying", method, self.group_id, error_of(response).name)
                 if error_of(response) == Errors.NOT_COORDINATOR:
-                    self.rediscover()
+                    self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
             except ACTOR_ERRORS as e:
                 log.debug("%s for %s: coordinator actor unavailable (%r); retrying", method, self.group_id, e)
+                # With replication another replica may lead now; never waiting past the call's deadline.
+                self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
                 continue
             attempt += 1
