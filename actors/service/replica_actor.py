@@ -42,6 +42,7 @@ from .partition_runtime import PartitionRuntime
 from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
+from .telemetry import PartitionTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,14 @@ class ReplicaActor(PartitionActor):
         self._io = asyncio.Lock()
         self.loop = asyncio.get_running_loop()
         self._min_insync = min_insync
+        # PartitionActor's request path records every answer and keeps the topics for consumer groups;
+        # a follower has no runtime yet, so its telemetry gets the leader's runtime when it leads.
+        self._namespace = spec.namespace
+        self._topics: dict[str, int] = {}
+        self._topics_for: Any = None
+        self._topics_asked = 0.0
+        end_offsets = self._topic_end_offsets if spec.namespace is not None else None
+        self.telemetry = PartitionTelemetry(partition, None, self.spec.observability, end_offsets)
         self._open(reset_standby=True)
         self.synced_epoch: int | None = None  # the epoch whose leader this log was truncated against
         self.leader_history: tuple[tuple[int, int], ...] = ()
@@ -169,6 +178,17 @@ class ReplicaActor(PartitionActor):
         """Whether this replica leads and serves requests."""
         return self.runtime is not None and self.runtime.coord is not None
 
+    async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
+        """Topic partition counts from the router; a follower keeps them for when it leads."""
+        if self.runtime is None:
+            self._topics.update(partitions)
+        else:
+            await super().update_topic_metadata(partitions)
+
+    async def _ensure_topics(self, reqs: list[Any]) -> None:
+        if self.runtime is not None:  # a follower answers NOT_COORDINATOR without the topics
+            await super()._ensure_topics(reqs)
+
     # --- election ----------------------------------------------------------------------------------------
 
     async def promise(self, epoch: int) -> dict:
@@ -198,6 +218,9 @@ class ReplicaActor(PartitionActor):
             self.standby.runtime.append([epoch_marker(epoch)])
             self.synced_epoch, self.leader_id = epoch, self.replica_id
             self.runtime = LeaderRuntime(self.partition, self.spec, self.rlog, self.standby, self.root)
+            self.telemetry.runtime = self.runtime
+            self.runtime.on_flushed = self.telemetry.flushed
+            self.runtime.supervisor.start("metrics", self.telemetry.turn, self.spec.observability.interval_s)
             name = f"replica-heartbeats-{self.partition}"
             threading.Thread(target=self._heartbeats, name=name, daemon=True).start()
             log.info("partition %d: replica %s leads epoch %d from %d", self.partition, self.replica_id, epoch, end)
