@@ -12,9 +12,14 @@ RETRIED = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, r
 
 
 def wait_for(
-    condition: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition", interval_s: float = 0.05
+    condition: Callable[[], Any],
+    timeout_s: float = 60.0,
+    what: str = "condition",
+    interval_s: float = 0.05,
+    details: Callable[[], str] = lambda: "",
 ) -> Any:
-    """Poll `condition` until it returns something truthy; AssertionError naming `what` after `timeout_s`."""
+    """Poll `condition` until it returns something truthy; AssertionError naming `what` (and `details()`) after
+    `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     last: BaseException | None = None
     while time.monotonic() < deadline:
@@ -25,4 +30,4 @@ def wait_for(
         except RETRIED as e:
             last = e
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last!r})")
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last!r}) {details()}")

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import re
 import socket
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import ray
 from ray_helpers import form_group
+from waiting import wait_for
 
 from groupcoord.actors import AdminClient, Observability, start, stop
 from groupcoord.actors.service.metrics import PROMETHEUS_PREFIX, exported_names
@@ -105,7 +105,7 @@ def test_scraped_counters_and_gauges_match_the_traffic(svc, metrics_port):
         )
         return s if wanted else None
 
-    samples = _until(settled, "the scraped values reaching the traffic's", lambda: sorted(
+    samples = wait_for(settled, SETTLE_S, "the scraped values reaching the traffic's", 0.25, lambda: sorted(
         (n, lab.get("partition"), v) for n, lab, v in scrape(metrics_port) if "commits" in n or "members" in n))
     # The request histogram counted every commit, by API and error code, on the group's partition only.
     assert total(samples, "ray_groupcoord_request_latency_seconds_count", partition=part, api="commit_offsets",
@@ -150,18 +150,7 @@ def test_partition_actor_log_lines_are_json_with_partition_and_group(svc):
                     found.append(json.loads(line))
         return found if any("stabilized group" in doc["message"] for doc in found) else None
 
-    found = _until(lines_about_the_group, "JSON log lines about the group")
+    found = wait_for(lines_about_the_group, SETTLE_S, "JSON log lines about the group", 0.25)
     assert all(doc["partition"] == p and doc["group"] == GROUP for doc in found)
     # The first JoinGroup of each member was answered MEMBER_ID_REQUIRED: a per-request line (rate-limited).
     assert 1 <= sum(doc["message"] == "join_group answered MEMBER_ID_REQUIRED" for doc in found) <= MEMBERS
-
-
-def _until(condition, what: str = "the condition", details=lambda: ""):
-    """Poll `condition` until it returns something (values settle after Ray's report interval), bounded."""
-    deadline = time.monotonic() + SETTLE_S
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.25)
-    raise AssertionError(f"{what} did not happen within {SETTLE_S:.0f} s {details()}")
