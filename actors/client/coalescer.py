@@ -80,6 +80,11 @@ class RequestCoalescer:
         live = [item for item in batch if item[2].set_running_or_notify_cancel()]
         if not live:
             return
+        if not ray.is_initialized():  # a call would start a new local Ray instead of reaching the service
+            error = RuntimeError(f"Ray is not connected (was ray.shutdown() called?): {len(live)} request(s) not sent")
+            for _, _, future in live:
+                future.set_exception(error)
+            return
         self.calls += 1
         self.requests += len(live)
         try:

@@ -33,6 +33,16 @@ _HINT_TIMEOUT_S = 2.0  # how long a timed-out call waits for the router to say w
 _MIN_WAIT_S = 0.01  # the shortest wait for the router when a call's deadline has (nearly) passed
 
 
+def ray_session_ended(group_id: str, member_id: str) -> bool:
+    """Whether this process's Ray session has ended (said once, as a warning): a member's heartbeat thread then
+    stops, where a call would start a new local Ray instead of reaching the service."""
+    if ray.is_initialized():
+        return False
+    log.warning("Ray is no longer connected: member %s of %s stops heartbeating (close members before "
+                "ray.shutdown())", member_id, group_id)
+    return True
+
+
 class CoordinatorUnavailableError(TimeoutError):
     """The coordinator could not be reached within the client's request timeout."""
 

@@ -265,10 +265,7 @@ class ReplicationManager:
             learners = [rs.learner[1]] if rs.learner is not None else []
             node_of = {r.replica_id: r.node_id for r in [*rs.replicas, *learners]}
             in_sync = [leader.node_id] if role and leader is not None else []
-            if role:  # in sync: holds everything the leader acknowledged
-                hw, end = role["high_watermark"], role["end"]
-                caught_up = [rid for rid, lag in lags.items() if lag is not None and end - lag >= hw]
-                in_sync += [node_of[rid] for rid in caught_up if rid in voters]
+            in_sync += [node_of[rid] for rid in (role["in_sync"] if role else []) if rid in voters]
             out.append({
                 "partition": rs.partition,
                 "leader_epoch": rs.epoch,

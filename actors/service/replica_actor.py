@@ -42,7 +42,7 @@ from .partition_runtime import PartitionRuntime
 from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
-from .telemetry import PartitionTelemetry
+from .telemetry import PartitionTelemetry, ReplicationFacts
 
 log = logging.getLogger(__name__)
 
@@ -220,11 +220,17 @@ class ReplicaActor(PartitionActor):
             self.runtime = LeaderRuntime(self.partition, self.spec, self.rlog, self.standby, self.root)
             self.telemetry.runtime = self.runtime
             self.runtime.on_flushed = self.telemetry.flushed
+            self.telemetry.replication = self._replication_facts
+            self.telemetry.leader_elected()
             self.runtime.supervisor.start("metrics", self.telemetry.turn, self.spec.observability.interval_s)
             name = f"replica-heartbeats-{self.partition}"
             threading.Thread(target=self._heartbeats, name=name, daemon=True).start()
             log.info("partition %d: replica %s leads epoch %d from %d", self.partition, self.replica_id, epoch, end)
             return True
+
+    def _replication_facts(self) -> ReplicationFacts:
+        voters = [f for f in self.rlog.followers if f.voter]
+        return ReplicationFacts(self.rlog.epoch, 1 + len(voters), 1 + len(self.rlog.in_sync()), self.rlog.lags())
 
     def _heartbeats(self) -> None:
         runtime = self.runtime
@@ -368,6 +374,7 @@ class ReplicaActor(PartitionActor):
             "end": self.end,
             "high_watermark": self.rlog.hw if leading else self.hw,
             "lags": self.rlog.lags() if leading else {},
+            "in_sync": self.rlog.in_sync() if leading else [],
             "learners": self.rlog.learners() if leading else [],
         }
 

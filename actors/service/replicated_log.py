@@ -225,6 +225,10 @@ class ReplicatedLog:
         """The replicas catching up that are not voters yet."""
         return [f.replica_id for f in self.followers if not f.voter]
 
+    def in_sync(self) -> list[str]:
+        """The voting followers that hold everything acknowledged (their log reaches the high watermark)."""
+        return [f.replica_id for f in self.followers if f.voter and f.match is not None and f.match >= self.hw]
+
     def lags(self) -> dict[str, int | None]:
         """Each follower's lag behind our log end, in records (None until it has synced in this epoch)."""
         end = self.plog.end_offset

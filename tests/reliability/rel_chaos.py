@@ -167,9 +167,12 @@ class ChaosMember:
         self._thread.join(60)
 
     def close(self) -> None:
-        """Stop polling and leave the group."""
+        """Stop polling and leave the group (a member fenced or expired meanwhile may fail to leave: logged)."""
         self.stop()
-        self.member.close()
+        try:
+            self.member.close()
+        except Exception as e:
+            log.info("closing %s: %r", self.name, e)
 
 
 def spread_group_ids(num_partitions: int, per_partition: int, prefix: str = "chaos") -> list[str]:
@@ -396,10 +399,7 @@ class Chaos:
         for m in self.members:
             m.stop()
         for m in self.members:
-            try:
-                m.member.close()
-            except Exception as e:
-                log.info("closing %s: %r", m.name, e)
+            m.close()
 
     def fatal_errors(self) -> list[BaseException]:
         """Exceptions other than typed coordinator errors and timeouts that reached a member's poll loop."""

@@ -20,7 +20,7 @@ from ray.cluster_utils import Cluster
 from rel_chaos import Chaos
 from waiting import wait_for
 
-from groupcoord.actors import start, stop
+from groupcoord.actors import Observability, start, stop
 from groupcoord.protocol import Errors, GroupConfig, OffsetAndMetadata, TopicPartition, partition_for
 from groupcoord.protocol.messages import OffsetCommitRequest
 
@@ -34,7 +34,9 @@ def replicated_cluster(
     """A fresh Ray cluster (head + `workers`), a service with `factor` replicas per partition on it; torn down after."""
     if ray.is_initialized():
         ray.shutdown()  # these tests need a cluster of their own
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    # Every node exports metrics on its own port, each report interval (short here, for the scrapes).
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "_system_config": {"metrics_report_interval_ms": 500}})
     for _ in range(workers):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -48,6 +50,7 @@ def replicated_cluster(
             replication_factor=factor,
             min_insync_replicas=factor // 2 + 1,
             config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
+            observability=Observability(interval_s=0.2),
         )
         yield cluster, svc, storage
     finally:
@@ -55,6 +58,11 @@ def replicated_cluster(
             stop(namespace)
         ray.shutdown()
         cluster.shutdown()
+
+
+def metrics_ports() -> list[int]:
+    """The metrics export ports of the cluster's alive nodes."""
+    return [n["MetricsExportPort"] for n in ray.nodes() if n.get("Alive")]
 
 
 def leader_roles(svc: Any) -> list[dict]:
