@@ -13,6 +13,7 @@ ray.cluster_utils.Cluster (head + 3 workers, one storage directory per node) and
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
 import threading
@@ -22,8 +23,10 @@ from typing import Any
 from benchmarks import common, long_runs
 
 NAMESPACE = "gc-bench-replication"
-ATTEMPT_S = 0.3  # the failover client's per-call timeout before it asks the router for the leader again
+REQUEST_TIMEOUT_MS = 30_000  # the failover client's request timeout (GroupMember's default)
 BASELINE_NAMESPACE = "gc-bench-replication-f1"
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,36 +67,33 @@ def commits_per_second(svc: Any, seconds: float, window: int) -> float:
 
 
 class Committer:
-    """Commits continuously through rediscovery, recording when each acknowledged commit returned."""
+    """Commits continuously through the client library (CoordinatorClient.call, as GroupMember.commit does),
+    recording when each acknowledged commit returned and which actor acknowledged it."""
 
     def __init__(self, svc: Any, group: str) -> None:
-        self.svc, self.group = svc, group
+        from groupcoord.actors.client.coordinator_client import CoordinatorClient
+
+        self.client = CoordinatorClient(svc, group, request_timeout_ms=REQUEST_TIMEOUT_MS)
+        self.group = group
         self.acked: list[tuple[float, str]] = []  # (when, the acknowledging actor's id)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        import ray
-
         from groupcoord.protocol import Errors
 
-        _, handle = self.svc.find_coordinator(self.group)
         n = 0
         while not self._stop.is_set():
             n += 1
             try:
-                answer = ray.get(handle.commit_offsets.remote(_commit_request(self.group, n)), timeout=ATTEMPT_S)
-                if all(e == Errors.NONE for e in answer.errors.values()):
-                    self.acked.append((time.monotonic(), handle._actor_id.hex()))
-                    continue
-            except Exception:
-                pass
-            time.sleep(0.01)
-            try:
-                _, handle = ray.get(self.svc.router.find_coordinator.remote(self.group), timeout=1.0)
-            except Exception:
-                pass
+                answer = self.client.call("commit_offsets", _commit_request(self.group, n))
+            except Exception as e:  # the request timeout passed: counted as no acknowledgement
+                log.warning("commit %d not acknowledged: %r", n, e)
+                continue
+            if all(e == Errors.NONE for e in answer.errors.values()):
+                # The actor the client sent it to last: the one that answered.
+                self.acked.append((time.monotonic(), self.client.handle._actor_id.hex()))
 
     def first_ack_after(self, t: float, old_leader: str, timeout_s: float = 60) -> float:
         """Seconds from `t` to the first commit acknowledged by another actor than `old_leader`."""
@@ -120,7 +120,11 @@ def measure_failovers(chaos: Any, count: int) -> list[float]:
     times = []
     try:
         for _ in range(count):
-            while len(committer.acked) < 20:
+            if chaos.svc.describe_partitions()[0].leader == chaos.cluster.head_node.node_id:
+                chaos.pause_leader(0)  # the head node cannot be removed: another replica leads after the pause
+                chaos.wait_repaired()  # and the paused one, restarted as a follower, is in sync again
+            settled = len(committer.acked) + 20
+            while len(committer.acked) < settled:
                 time.sleep(0.05)
             chaos.svc.refresh()
             leader, old = chaos.svc.describe_partitions()[0].leader, chaos.svc.partition(0)._actor_id.hex()

@@ -29,7 +29,7 @@ from .spec import ServiceSpec
 log = logging.getLogger(__name__)
 
 PROMISE_TIMEOUT_S = 1.5  # how long an election waits for promises
-PROMISE_GRACE_S = 0.1  # once a majority promised, how long to wait for the others' (maybe longer) logs
+PROMISE_GRACE_S = 0.05  # once a majority promised, how long to wait for the others' (maybe longer) logs
 LEAD_TIMEOUT_S = 5.0
 PING_TIMEOUT_S = 0.2
 MAX_ROUNDS = 8

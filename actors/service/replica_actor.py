@@ -47,7 +47,7 @@ from .telemetry import PartitionTelemetry, ReplicationFacts
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.1  # how often a leader contacts its followers when idle
-LEADER_TIMEOUT_S = 1.0  # a follower that hears nothing from a leader for this long asks for an election
+LEADER_TIMEOUT_S = 0.6  # a follower that hears nothing from a leader for this long (6 heartbeats) asks for an election
 _DEPOSED_EXIT_CODE = 75
 _WATCH_FAILURE_EXIT_CODE = 70
 NODE_ID_FIELD = "{node_id}"

@@ -169,9 +169,13 @@ class ReplicatedLog:
         refs = [f.inflight for f in self.followers if f.inflight is not None]
         if not refs:
             return False
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, timeout), fetch_local=True)
+        # The first answer ends the wait (a quorum may need no more: a dead or slow follower must not
+        # hold every flush up), then whatever else has arrived by then is taken too.
+        ready, rest = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout), fetch_local=True)
         if not ready and timeout > 0:
             return True
+        if rest:
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)[0]
         for f in self.followers:
             if f.inflight is not None and f.inflight in ready:
                 ref, f.inflight = f.inflight, None

@@ -41,6 +41,12 @@ def _generations(chaos: NodeChaos) -> dict:
             "generations": {m.name: m.member.generation_id for m in chaos.members}}
 
 
+def _all_in_sync(svc) -> list | None:
+    """describe_partitions() once every partition's leader and replicas are all in sync, else None."""
+    described = svc.describe_partitions()
+    return described if all(d.leader in d.in_sync and set(d.in_sync) == set(d.replicas) for d in described) else None
+
+
 def _leaders_series(samples: list, partition: int) -> dict[str, list]:
     """The replication samples of a partition's current leader: the worker exporting its highest leader epoch
     (a former leader's process keeps its last values in Ray's exporter, as the dashboard's queries expect)."""
@@ -114,7 +120,8 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
         assert not any(m.identity_changes for m in chaos.members)
         assert all(m.generations == [settled["generations"][m.name]] for m in chaos.members)
         assert not report.lost, "acknowledged commits lost:\n" + "\n".join(report.lost)
-        after = svc.describe_partitions()
+        # Quiet now (the members left): every follower catches up with its leader's last records.
+        after = wait_for(lambda: _all_in_sync(svc), 60, "every partition's replicas to be in sync")
         _check_replication_metrics(after)
         table = CliRunner().invoke(main, ["--namespace", NAMESPACE, "describe-partitions"], catch_exceptions=False)
         assert table.exit_code == 0 and all(d.leader[:12] in table.output for d in after), table.output
