@@ -5,7 +5,15 @@
 - `tools`: the `groupcoord` command, offset-reset planning and the demo.
 """
 
-from .client import AdminClient, CommitFailedError, GroupCoordinatorError, GroupMember, Service, ServiceError
+from .client import (
+    AdminClient,
+    CommitFailedError,
+    GroupCoordinatorError,
+    GroupMember,
+    PartitionReplicas,
+    Service,
+    ServiceError,
+)
 from .service import Observability, connect, start, stop
 
 __all__ = [
@@ -14,6 +22,7 @@ __all__ = [
     "GroupCoordinatorError",
     "GroupMember",
     "Observability",
+    "PartitionReplicas",
     "Service",
     "ServiceError",
     "connect",

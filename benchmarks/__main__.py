@@ -26,7 +26,12 @@ BENCHMARKS = {
     "kip848": "benchmarks.bench_kip848",
 }
 # Runnable by name too, but not part of `all` (their own options and sizes).
-OTHERS = {"storage": "benchmarks.bench_storage", "spark": "benchmarks.bench_spark"}
+OTHERS = {
+    "storage": "benchmarks.bench_storage",
+    "spark": "benchmarks.bench_spark",
+    "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
+    "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,10 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "poll_errors": dict(report.poll_errors),
         "failures": failures,
     }
-    long_runs.write_json(args.json, result)
-    for f in failures:
-        print(f"FAILED: {f}", file=sys.stderr)
-    return 1 if failures else 0
+    return long_runs.conclude(args.json, result)
 
 
 if __name__ == "__main__":

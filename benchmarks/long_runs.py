@@ -37,6 +37,14 @@ def write_json(path: str | None, figures: dict) -> None:
         Path(path).write_text(json.dumps(figures, indent=2) + "\n")
 
 
+def conclude(path: str | None, figures: dict) -> int:
+    """Write `figures` (see write_json), print each of its "failures" to stderr; the exit code (1 on failure)."""
+    write_json(path, figures)
+    for f in figures["failures"]:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if figures["failures"] else 0
+
+
 def start_service(namespace: str, partitions: int, storage_prefix: str, rebalance_delay_ms: int,
                   fsync: str = "always") -> Any:
     """Start a local Ray (no dashboard, no usage stats) and a service in `namespace` over a fresh temp dir.

@@ -118,6 +118,21 @@ class GroupCoordinator:
         self.consumer.on_loaded()
         self._schedule_retention_check()
 
+    def replay_replicated(self, records: Iterable[Record]) -> None:
+        """Apply records a leader replicated to this standby shard, as loading does (no timers armed)."""
+        self._loading = True
+        try:
+            for record in records:
+                self._replay(record)
+        finally:
+            self._loading = False
+
+    def take_over(self, end_offset: int, durable_offset: int) -> None:
+        """This standby becomes the serving shard of a log ending at `end_offset`, durable up to `durable_offset`."""
+        self.runtime.resume_at(end_offset, durable_offset)
+        self.groups.on_loaded()
+        self._schedule_retention_check()
+
     def on_durable(self, offset: int) -> None:
         """The log is durable up to `offset`: complete the responses waiting for it."""
         self.runtime.on_durable(offset)

@@ -55,6 +55,13 @@ class ShardRuntime:
         self.on_durable(self.log.durable_offset)
         return self._end
 
+    def resume_at(self, end_offset: int, durable_offset: int) -> None:
+        """Continue from a log this runtime did not write (a follower's copy becoming the leader's)."""
+        if self._waiters:
+            raise RuntimeError("cannot move a runtime that still has responses waiting")
+        self._end = end_offset
+        self._durable = min(durable_offset, end_offset)
+
     def when_durable(self, action: Callable[[], None]) -> None:
         """Run `action` once everything appended so far is durable (at once if it already is)."""
         if self._durable >= self._end and not self._waiters:

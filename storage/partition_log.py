@@ -174,6 +174,20 @@ class PartitionLog:
             self.appends += 1
             return self._end
 
+    def append_at(self, base_offset: int, records: Sequence[Record]) -> int:
+        """Stage `records` from `base_offset`, at or past the end (a follower copying a compacted log keeps gaps)."""
+        if base_offset < self._end:
+            raise ValueError(f"{self.directory}: cannot append at {base_offset}, below the end offset {self._end}")
+        if not records:
+            return self._end
+        with self._lock:
+            self._end = base_offset
+        return self.append(records)
+
+    def check_writer(self) -> None:
+        """StaleWriterError if a newer writer opened this log since (what a writer checks before a write)."""
+        self._fence.check()
+
     @property
     def durable_offset(self) -> int:
         """Records below this offset are durable under the sync policy."""

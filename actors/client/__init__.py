@@ -6,7 +6,7 @@ never imports the service's modules.
 
 from .admin import AdminClient
 from .errors import CommitFailedError, GroupCoordinatorError, error_for
-from .handle import Service, ServiceError
+from .handle import PartitionReplicas, Service, ServiceError
 from .member import GroupMember
 from .membership import RebalanceListener
 
@@ -16,6 +16,7 @@ __all__ = [
     "GroupCoordinatorError",
     "GroupMember",
     "RebalanceListener",
+    "PartitionReplicas",
     "Service",
     "ServiceError",
     "error_for",

@@ -53,11 +53,7 @@ class RequestCoalescer:
 
     def call(self, api: str, request: Any, timeout_s: float) -> Any:
         """Submit and wait: the response, or the actor's error, or GetTimeoutError after `timeout_s`."""
-        future = self.submit(api, request)
-        try:
-            return future.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError:
-            raise ray.exceptions.GetTimeoutError(f"{api} not answered within {timeout_s:.1f} s") from None
+        return wait_answer(self.submit(api, request), timeout_s)
 
     def close(self) -> None:
         """Send what is queued, then end the sending thread."""
@@ -80,6 +76,11 @@ class RequestCoalescer:
         live = [item for item in batch if item[2].set_running_or_notify_cancel()]
         if not live:
             return
+        if not ray.is_initialized():  # a call would start a new local Ray instead of reaching the service
+            error = RuntimeError(f"Ray is not connected (was ray.shutdown() called?): {len(live)} request(s) not sent")
+            for _, _, future in live:
+                future.set_exception(error)
+            return
         self.calls += 1
         self.requests += len(live)
         try:
@@ -92,6 +93,16 @@ class RequestCoalescer:
             return
         for (_, _, future), result in zip(live, results, strict=True):
             future.set_result(result)
+
+
+def wait_answer(pending: Any, timeout_s: float) -> Any:
+    """The answer of a request: a future from `submit` or a Ray ObjectRef; GetTimeoutError after `timeout_s`."""
+    if isinstance(pending, concurrent.futures.Future):
+        try:
+            return pending.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            raise ray.exceptions.GetTimeoutError(f"not answered within {timeout_s:.1f} s") from None
+    return ray.get(pending, timeout=timeout_s)
 
 
 _coalescers: dict[tuple[str, int], RequestCoalescer] = {}

@@ -24,7 +24,7 @@ from groupcoord.protocol.consumer_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 
-from .coordinator_client import ACTOR_ERRORS, COORDINATOR_ERRORS, CoordinatorClient
+from .coordinator_client import ACTOR_ERRORS, COORDINATOR_ERRORS, CoordinatorClient, ray_session_ended
 from .errors import error_for
 from .membership import RebalanceListener, topic_set
 
@@ -263,6 +263,8 @@ def run_heartbeats(membership: ConsumerMembership, stop: threading.Event, before
             return
         if time.monotonic() < membership.last_heartbeat + membership.heartbeat_interval_s:
             continue
+        if ray_session_ended(membership.group_id, membership.member_id):
+            return
         # Joining (epoch 0) is poll()'s business, as in Kafka: a member that left does not rejoin by itself.
         try:
             if membership.epoch > 0 and before_each():

@@ -12,7 +12,7 @@ import ray
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 
-from .coalescer import COALESCED_APIS, RequestCoalescer, coalescer_for
+from .coalescer import COALESCED_APIS, RequestCoalescer, coalescer_for, wait_answer
 from .handle import Service
 
 log = logging.getLogger(__name__)
@@ -25,10 +25,28 @@ COORDINATOR_ERRORS = frozenset(
 ACTOR_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.RayActorError,
     ray.exceptions.ActorUnavailableError,
+    ray.exceptions.ActorUnschedulableError,  # a replica whose node is gone
 )
 
 
 _HINT_TIMEOUT_S = 2.0  # how long a timed-out call waits for the router to say why
+# How long a call waits for an answer before asking the router whether another replica leads now.
+LEADER_CHECK_S = 0.5
+_MIN_WAIT_S = 0.01  # the shortest wait for the router when a call's deadline has (nearly) passed
+
+
+def ray_session_ended(group_id: str, member_id: str) -> bool:
+    """Whether this process's Ray session has ended (said once, as a warning): a member's heartbeat thread then
+    stops, where a call would start a new local Ray instead of reaching the service."""
+    if ray.is_initialized():
+        return False
+    log.warning("Ray is no longer connected: member %s of %s stops heartbeating (close members before "
+                "ray.shutdown())", member_id, group_id)
+    return True
+
+
+def _actor_id(handle: Any) -> Any:
+    return getattr(handle, "_actor_id", None)
 
 
 class CoordinatorUnavailableError(TimeoutError):
@@ -91,11 +109,12 @@ class CoordinatorClient:
         self.backoff_max_s = retry_backoff_max_ms / 1000
         self.partition, self.handle = service.find_coordinator(group_id)
 
-    def rediscover(self) -> None:
-        """Ask the router for the group's coordinator again."""
+    def rediscover(self, timeout_s: float | None = None) -> None:
+        """Ask the router for the group's coordinator again (waiting at most `timeout_s`, or the request timeout)."""
         try:
             self.partition, self.handle = ray.get(
-                self.service.router.find_coordinator.remote(self.group_id), timeout=self.request_timeout_s
+                self.service.router.find_coordinator.remote(self.group_id),
+                timeout=timeout_s if timeout_s is not None else self.request_timeout_s,
             )
         except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
             log.debug("router unreachable while finding the coordinator of %s: %r", self.group_id, e)
@@ -106,10 +125,7 @@ class CoordinatorClient:
         Heartbeats, commits and fetches share `batch` calls with the rest of this process's
         requests to the same partition actor (see coalescer); joins and syncs go alone.
         """
-        timeout = timeout_s if timeout_s is not None else self.request_timeout_s
-        if method in COALESCED_APIS:
-            return self.coalescer().call(method, request, timeout)
-        return ray.get(getattr(self.handle, method).remote(request), timeout=timeout)
+        return wait_answer(self._send(method, request), timeout_s if timeout_s is not None else self.request_timeout_s)
 
     def describe_topics(self, topics: list[str]) -> dict[str, dict]:
         """The router's facts about these topics (their partition counts), for the group's leader."""
@@ -133,6 +149,7 @@ class CoordinatorClient:
         """Call until the answer is not a coordinator error or the time is up; for idempotent requests."""
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.request_timeout_s)
         attempt = 0
+        pending, sent_to = None, None
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -141,18 +158,36 @@ class CoordinatorClient:
                     + self._failure_hint()
                 )
             try:
-                response = self.call_once(method, request, timeout_s=remaining)
+                if pending is None:
+                    pending, sent_to = self._send(method, request), self.handle
+                response = wait_answer(pending, min(remaining, LEADER_CHECK_S))
+                pending = None
                 if not retry_on(error_of(response)):
                     return response
                 log.debug("%s for %s answered %s; retrying", method, self.group_id, error_of(response).name)
                 if error_of(response) == Errors.NOT_COORDINATOR:
-                    self.rediscover()
+                    self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
             except ACTOR_ERRORS as e:
+                pending = None
                 log.debug("%s for %s: coordinator actor unavailable (%r); retrying", method, self.group_id, e)
+                # With replication another replica may lead now; never waiting past the call's deadline.
+                self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
+                # No answer yet: a leader whose node died never answers, so ask who leads now and send
+                # there if another replica does; otherwise keep waiting for this answer (no duplicate).
+                self.rediscover(max(_MIN_WAIT_S, min(LEADER_CHECK_S, deadline - time.monotonic())))
+                if _actor_id(self.handle) != _actor_id(sent_to):
+                    log.debug("%s for %s: the coordinator moved; sending again", method, self.group_id)
+                    pending = None
                 continue
             attempt += 1
             self.sleep_backoff(attempt, deadline)
+
+    def _send(self, method: str, request: Any) -> Any:
+        """Send one request (through the coalescer where it batches); what `wait_answer` waits on."""
+        if method in COALESCED_APIS:
+            return self.coalescer().submit(method, request)
+        return getattr(self.handle, method).remote(request)
 
     def _failure_hint(self) -> str:
         """Why the group's partition is failing, as its last report to the router says (best effort)."""

@@ -14,6 +14,18 @@ class ServiceError(RuntimeError):
     """The service cannot be started or reached; the message says why and what to do."""
 
 
+@dataclass(frozen=True)
+class PartitionReplicas:
+    """One offsets partition's replicas (Ray node ids, hex): leader, epoch, replicas, in-sync set, follower lags."""
+
+    partition: int
+    leader_epoch: int
+    leader: str | None
+    replicas: list[str]
+    in_sync: list[str]
+    lags: dict[str, int | None] = field(default_factory=dict)  # follower node -> records behind the leader
+
+
 @dataclass
 class Service:
     """A handle on a running service; picklable, so Ray tasks and actors can be given one."""
@@ -32,6 +44,10 @@ class Service:
     def partition(self, i: int) -> Any:
         """The actor of offsets partition `i`."""
         return self.partitions[i]
+
+    def describe_partitions(self) -> list[PartitionReplicas]:
+        """Every partition's leader, leader epoch, replicas and in-sync replicas (one replica without replication)."""
+        return [PartitionReplicas(**d) for d in ray.get(self.router.describe_partitions.remote())]
 
     def refresh(self) -> None:
         """Ask the router for the partition actors again (after one was replaced)."""

@@ -21,7 +21,7 @@ from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 from .consumer_membership import ConsumerMembership, run_heartbeats
-from .coordinator_client import ACTOR_ERRORS, CoordinatorClient, normalize_offsets
+from .coordinator_client import ACTOR_ERRORS, CoordinatorClient, normalize_offsets, ray_session_ended
 from .errors import CommitFailedError, GroupCoordinatorError, error_for
 from .handle import Service
 from .membership import Membership, RebalanceListener
@@ -299,6 +299,8 @@ class GroupMember:
     def _heartbeat_loop(self) -> None:
         """Heartbeat every interval until closed; one failed round is logged and the next one goes on."""
         while not self._stop.wait(self.heartbeat_interval_s):
+            if ray_session_ended(self.group_id, self.member_id):
+                return
             try:
                 self._heartbeat_once()
             except Exception:  # never a dead heartbeat thread in a live member

@@ -9,16 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.storage import StorageError, StorageRoot
 from groupcoord.storage.fileops import OS_FILES
 from groupcoord.storage.root import PARTITION_DIR_PREFIX, ROOT_LOCK_FILE
 from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
+from .election import alive_node_ids
 from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
+from .placement import check_alive_nodes, check_replication, head_node_id
+from .replica_actor import NODE_ID_FIELD, node_storage_path
+from .root_check import check_service_root
 from .router import RouterActor
 from .spec import Observability, ServiceSpec
 
@@ -63,10 +67,15 @@ def start(
     config: GroupConfig | None = None,
     wait_ready_s: float = 120.0,
     observability: Observability | None = None,
+    replication_factor: int = 1,
+    min_insync_replicas: int = 1,
 ) -> Service:
     """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
 
     `observability` switches the Ray metrics on or off and sets their interval and the log format.
+    With `replication_factor` > 1 every partition has that many replicas on distinct nodes, and a
+    write is acknowledged once `min_insync_replicas` of them (at least a majority) hold it durably;
+    `{node_id}` in `storage_path` names each node's own root (the router's is the head node's).
     ServiceError naming the path, touching nothing there, for a storage root another running service
     holds, a directory that is neither empty nor a groupcoord root, or a root listing a partition
     whose directory is missing.
@@ -80,14 +89,34 @@ def start(
         raise ServiceError(f"log_format must be one of {LOG_FORMATS}, got {observability.log_format!r}")
     if not observability.interval_s > 0 or not observability.lag_interval_s > 0:
         raise ServiceError("the metrics interval and the lag interval must be positive (seconds)")
+    check_replication(replication_factor, min_insync_replicas)
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
-    if _running_router(namespace) is None:
-        _check_storage(storage_path, num_partitions)
+    options = _router_options(namespace)
+    if replication_factor > 1:
+        check_alive_nodes(replication_factor)
+        # The router keeps the replica placement on its node's disk: the head node, whose loss ends the Ray
+        # cluster anyway (its GCS is there). Hard affinity: on a loaded head a soft one lands on a worker,
+        # whose loss would lose the placement. That node's own root is checked (and created) by the router
+        # itself, on its node: the driver's node id on a shared machine can be any node's.
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(), soft=False)
+    elif _running_router(namespace) is None:
+        check_service_root(storage_path, num_partitions)
     router = (
         ray.remote(RouterActor)
-        .options(**_router_options(namespace))
-        .remote(ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig(), observability))
+        .options(**options)
+        .remote(
+            ServiceSpec(
+                namespace,
+                storage_path,
+                num_partitions,
+                fsync,
+                config or GroupConfig(),
+                observability=observability,
+                replication_factor=replication_factor,
+                min_insync_replicas=min_insync_replicas,
+            )
+        )
     )
     info = ray.get(router.info.remote())
     if info["error"]:
@@ -108,25 +137,6 @@ def _running_router(namespace: str) -> Any | None:
         return ray.get_actor(ROUTER_NAME, namespace=namespace)
     except ValueError:
         return None
-
-
-def _check_storage(storage_path: str, num_partitions: int) -> None:
-    """Refuse (touching nothing) a root another service holds, a foreign directory, a root missing a partition."""
-    try:
-        root = StorageRoot(storage_path, num_partitions, create=True)
-        missing = root.missing_partitions()
-        if not missing:
-            root.unlock_service(root.lock_for_service())  # the new service's router takes it for good
-    except (StorageError, OSError) as e:
-        raise ServiceError(str(e)) from e
-    if missing:
-        dirs = ", ".join(str(root.partition_dir(p)) for p in missing)
-        raise ServiceError(
-            f"storage root {storage_path} holds partitions {missing} whose directories are missing ({dirs}): their "
-            f"logs are lost or this node does not see the storage. Refusing to serve them empty; if they are gone "
-            f"for good, StorageRoot({storage_path!r}, {num_partitions}).recover_lost_partition(p) starts each "
-            f"empty, losing its committed offsets and groups"
-        )
 
 
 def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> Service:
@@ -167,8 +177,12 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> bool:
 
 def _wait_storage_released(storage_path: str, num_partitions: int, timeout_s: float = 30.0) -> None:
     """Wait until the killed actors' processes let go of the root and partition locks (seen from this node)."""
-    root = Path(storage_path)
-    locks = [root / ROOT_LOCK_FILE] + [root / f"{PARTITION_DIR_PREFIX}{p}" / LOCK_FILE for p in range(num_partitions)]
+    if NODE_ID_FIELD in storage_path:  # the own roots of the alive nodes (a dead node's actors hold nothing)
+        roots = [Path(node_storage_path(storage_path, n)) for n in alive_node_ids()]
+    else:
+        roots = [Path(storage_path)]
+    locks = [path for root in roots for path in
+             [root / ROOT_LOCK_FILE] + [root / f"{PARTITION_DIR_PREFIX}{p}" / LOCK_FILE for p in range(num_partitions)]]
     pending = [path for path in locks if path.exists()]
     deadline = time.monotonic() + timeout_s
     while pending and time.monotonic() < deadline:

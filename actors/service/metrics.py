@@ -112,7 +112,15 @@ CATALOG: tuple[MetricSpec, ...] = (
            ("group", "topic", "partition")),
     _gauge("groupcoord_consumer_group_max_lag", "The largest lag of any partition the group committed.", ("group",)),
     _gauge("groupcoord_consumer_group_sum_lag", "The sum of the group's lags over its partitions.", ("group",)),
-    # --- replication: leader changes and follower lag belong here once replicas exist (they do not yet) ---
+    # --- replication (exported by each partition's leader replica; absent with replication_factor 1) ---
+    _gauge("groupcoord_leader_epoch", "The partition's leader epoch, as its current leader holds it."),
+    _counter("groupcoord_leader_elections_total", "Times a replica of the partition became its leader; an increase "
+             "after the first is a leader change (a failover, or a deposed or restarted leader)."),
+    _gauge("groupcoord_replicas", "Replicas of the partition that vote in elections and acknowledgements."),
+    _gauge("groupcoord_in_sync_replicas", "Voting replicas, the leader included, that hold everything the leader "
+           "acknowledged; fewer than groupcoord_replicas is Kafka's UnderReplicatedPartitions."),
+    _gauge("groupcoord_follower_lag_records", "Records a follower (or a new replica catching up) is behind its "
+           "leader's log end; NaN until it has synced with the current leader.", ("partition", "replica")),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in CATALOG}

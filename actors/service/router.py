@@ -25,9 +25,13 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
+from .election import ReplicationManager
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
+from .repair import repair_loop
+from .replica_actor import router_root_path
+from .root_check import check_service_root
 from .spec import ServiceSpec
 
 log = logging.getLogger(__name__)
@@ -62,11 +66,20 @@ class RouterActor:
         self.failures: dict[int, tuple[float, str]] = {}  # partition -> (when, why) of its last failure
         self.partitions: list[Any] = []
         self.topics: TopicRegistry | None = None
+        self.replication: ReplicationManager | None = None
         self._root_lock: int | None = None
+        # A replicated service's router runs on the head node and keeps the placement in that node's own root.
+        local_path = router_root_path(spec, ray.get_runtime_context().get_node_id())
         try:
-            root = StorageRoot(storage_path, num_partitions, create=False)
+            if spec.replication_factor > 1:
+                check_service_root(local_path, num_partitions)  # on this node: start() checks a plain root
+            root = StorageRoot(local_path, num_partitions, create=False)
             self._root_lock = root.lock_for_service()  # held for the router's life: one service per root
-            self.topics = TopicRegistry(storage_path)
+            self.topics = TopicRegistry(local_path)
+            if spec.replication_factor > 1:
+                self.replication = ReplicationManager(spec, self.partitions, local_path)
+                self._repair = asyncio.get_running_loop().create_task(repair_loop(self.replication))
+                return
         except Exception as e:
             # Failing here would make Ray restart the router forever; report it instead.
             self.error = f"{type(e).__name__}: {e}"
@@ -105,6 +118,11 @@ class RouterActor:
         """Wait until every partition has replayed its log; False on timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        if self.replication is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.replication.ready), timeout_s)
+            except TimeoutError:
+                return False
         pending = list(self.partitions)
         while pending and loop.time() < deadline:
             loaded = await asyncio.gather(*(h.is_loaded.remote() for h in pending), return_exceptions=True)
@@ -125,6 +143,25 @@ class RouterActor:
         for s in out:
             s["last_failure"] = await self.partition_failure(s["partition"])
         return out
+
+    async def elect(self, partition: int, known_epoch: int) -> int:
+        """A replica heard from no leader since epoch `known_epoch`: elect one unless a live leader exists."""
+        if self.replication is None:
+            raise RuntimeError("this service's partitions are not replicated")
+        await self.replication.ready
+        return await self.replication.elect(partition, known_epoch)
+
+    async def describe_partitions(self) -> list[dict]:
+        """Per partition: leader epoch, leader, replicas, in-sync replicas, follower lags (Ray node ids)."""
+        if self.replication is None:
+            statuses = await self.status()
+            return [
+                {"partition": s["partition"], "leader_epoch": 0, "leader": s.get("node_id"),
+                 "replicas": [s["node_id"]] if s.get("node_id") else [],
+                 "in_sync": [s["node_id"]] if s.get("loaded") else [], "lags": {}}
+                for s in statuses
+            ]
+        return await self.replication.describe()
 
     async def report_failure(self, partition: int, reason: str) -> None:
         """A partition is about to exit because of `reason` (its storage failed); kept for clients and status."""
@@ -252,5 +289,6 @@ class RouterActor:
 
     async def stop_partitions(self) -> None:
         """Kill every partition actor for good (the service's data stays on disk)."""
-        for h in self.partitions:
+        handles = self.partitions if self.replication is None else self.replication.handles()
+        for h in handles:
             ray.kill(h, no_restart=True)

@@ -28,3 +28,5 @@ class ServiceSpec:
     fsync: str = "always"
     config: GroupConfig = field(default_factory=GroupConfig)
     observability: Observability = field(default_factory=Observability)
+    replication_factor: int = 1  # replicas per partition, on distinct nodes (1: one PartitionActor)
+    min_insync_replicas: int = 1  # replicas (leader included) that hold a write durably before it is acknowledged

@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from groupcoord.protocol import Errors
@@ -45,6 +46,16 @@ _MAX_ID_IN_LOG = 256  # a group or member id longer than this is cut in log line
 MAX_LAG_SERIES = 10_000  # per partition actor; past it only the per-group max and sum lags are exported
 
 
+@dataclass(frozen=True)
+class ReplicationFacts:
+    """What a leading replica knows of its partition's replication, for the metrics."""
+
+    epoch: int
+    voters: int  # the leader included
+    in_sync: int  # the leader included
+    lags: dict[str, int | None]  # follower replica id -> records behind the leader's log end
+
+
 class PartitionTelemetry:
     """Turns one partition's activity into groupcoord_* metrics (when enabled) and facts for `status`."""
 
@@ -63,6 +74,9 @@ class PartitionTelemetry:
         self._lag_series: set[tuple[str, str, int]] = set()
         self._lag_groups: set[str] = set()
         self._compactions_seen = 0
+        # A leading replica's facts (epoch, voters, in-sync followers, follower lags); None without replication.
+        self.replication: Callable[[], ReplicationFacts] | None = None
+        self._follower_series: set[str] = set()
         self._load_published = False
         self._next_lag = time.monotonic()
 
@@ -146,6 +160,8 @@ class PartitionTelemetry:
         self._publish_gauges(coord.gauges())
         self._publish_log()
         self._publish_loop_failures()
+        if self.replication is not None:
+            self._publish_replication(self.replication())
 
     def _inc_to(self, name: str, total: int, tags: dict[str, str] | None = None) -> None:
         """Advance counter `name` (with `tags`) to `total`, a cumulative count kept elsewhere."""
@@ -198,6 +214,25 @@ class PartitionTelemetry:
         for loop_name, total in list(supervisor.failures.items()):
             self._inc_to("groupcoord_loop_errors_total", total, {"loop": loop_name})
         self._inc_to("groupcoord_compaction_failures_total", supervisor.failures.get(COMPACTION_LOOP, 0))
+
+    def leader_elected(self) -> None:
+        """This replica became the partition's leader."""
+        if self.recording:
+            self.metrics["groupcoord_leader_elections_total"].inc()  # type: ignore[index]
+
+    def _publish_replication(self, facts: ReplicationFacts) -> None:
+        """The leader's epoch, voters, in-sync replicas and each follower's lag (NaN for followers gone since)."""
+        m = self.metrics
+        assert m is not None
+        m["groupcoord_leader_epoch"].set(facts.epoch)
+        m["groupcoord_replicas"].set(facts.voters)
+        m["groupcoord_in_sync_replicas"].set(facts.in_sync)
+        lag_gauge = m["groupcoord_follower_lag_records"]
+        for replica, lag in facts.lags.items():
+            lag_gauge.set(math.nan if lag is None else lag, {"replica": replica})
+        for replica in self._follower_series - set(facts.lags):
+            lag_gauge.set(math.nan, {"replica": replica})
+        self._follower_series = set(facts.lags)
 
     def publish_lag(self, topics: dict) -> None:
         """Set the lag gauges from the topics' end offsets; series of offsets gone since are set to NaN."""

@@ -14,6 +14,7 @@ from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
 from ..service.logs import LOG_FORMATS
 from .cli_export import export, storage_root_option
 from .cli_groups import groups, offsets, topics
+from .cli_partitions import describe_partitions
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
 from .quiet import configure_output, ensure_ray
 
@@ -76,11 +77,15 @@ def _start_local_ray() -> None:
               help="Export groupcoord_* metrics through Ray's metrics agents (Prometheus).")
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
               help="The service's log lines: text, or one JSON object per line.")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas per offsets partition, on distinct nodes ({node_id} in --storage names each node's disk).")
+@click.option("--min-insync-replicas", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas that hold a write before it is acknowledged (at least a majority).")
 @namespace_option
 @address_option
 @click.pass_context
-def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str, namespace: str,
-          address: str | None) -> None:
+def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str,
+          replication_factor: int, min_insync_replicas: int, namespace: str, address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -95,7 +100,10 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool
         init_ray("auto", namespace)
     try:
         observability = service.Observability(metrics=metrics, log_format=log_format)
-        svc = service.start(num_partitions, storage_path, namespace, fsync, observability=observability)
+        svc = service.start(
+            num_partitions, storage_path, namespace, fsync, observability=observability,
+            replication_factor=replication_factor, min_insync_replicas=min_insync_replicas,
+        )
     except ServiceError as e:
         raise CliError(str(e)) from None
     click.echo(
@@ -223,6 +231,7 @@ main.add_command(groups)
 main.add_command(export)
 main.add_command(offsets)
 main.add_command(topics)
+main.add_command(describe_partitions)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,12 @@ down first and its own down at the end, so the next module's `ray_local` starts 
 from __future__ import annotations
 
 import json
-import re
-import socket
-import urllib.request
 from pathlib import Path
 
 import pytest
 import ray
 from ray_helpers import form_group
+from scrape import free_port, scrape, total
 from waiting import wait_for
 
 from groupcoord.actors import AdminClient, Observability, start, stop
@@ -29,39 +27,13 @@ COMMITS = 7  # OffsetCommit requests of the group's members
 PER_COMMIT = 4  # partitions in each
 SETTLE_S = 60.0  # how long the scrape may take to show the values (Ray exports every report interval)
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def scrape(port: int) -> list[tuple[str, dict[str, str], float]]:
-    """Every sample of the node's Prometheus endpoint on loopback: (name, labels, value)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples = []
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m and not line.startswith("#"):
-            samples.append((m.group(1), dict(_LABEL.findall(m.group(2) or "")), float(m.group(3))))
-    return samples
-
-
-def total(samples, name: str, **labels: str) -> float:
-    """The sum of a metric's samples whose labels include `labels`."""
-    return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == x for k, x in labels.items()))
-
 
 @pytest.fixture(scope="module")
 def metrics_port():
     """Ray with a metrics export port and a short report interval, for this module only."""
     if ray.is_initialized():
         ray.shutdown()
-    port = _free_port()
+    port = free_port()
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="groupcoord-tests",
              _metrics_export_port=port, _system_config={"metrics_report_interval_ms": 500})
     yield port

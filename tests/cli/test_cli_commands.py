@@ -57,6 +57,15 @@ def column(header: str, name: str) -> int:
     return header.split().index(name)
 
 
+def test_describe_partitions_without_replication_shows_one_replica_each(svc):
+    out = run("describe-partitions").output
+    assert "PARTITION" in out and "ISR" in out
+    described = svc.describe_partitions()
+    assert [d.partition for d in described] == [0, 1, 2]
+    assert all(d.replicas == d.in_sync == [d.leader] and d.leader_epoch == 0 for d in described)
+    assert described[0].leader[:12] in out
+
+
 def test_groups_list_describe_and_delete(svc):
     admin = AdminClient(svc)
     admin.alter_group_offsets("reporting", {TopicPartition("orders", 0): OffsetAndMetadata(60)})

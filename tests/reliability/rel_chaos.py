@@ -167,9 +167,12 @@ class ChaosMember:
         self._thread.join(60)
 
     def close(self) -> None:
-        """Stop polling and leave the group."""
+        """Stop polling and leave the group (a member fenced or expired meanwhile may fail to leave: logged)."""
         self.stop()
-        self.member.close()
+        try:
+            self.member.close()
+        except Exception as e:
+            log.info("closing %s: %r", self.name, e)
 
 
 def spread_group_ids(num_partitions: int, per_partition: int, prefix: str = "chaos") -> list[str]:
@@ -239,6 +242,7 @@ class Chaos:
         seed: int = 0,
         session_timeout_ms: int = 10_000,
         heartbeat_interval_ms: int = 500,
+        request_timeouts_ms: tuple[int, int] = (30_000, 1_500),
     ) -> None:
         self.svc = svc
         self.rng = random.Random(seed)
@@ -259,7 +263,7 @@ class Chaos:
                 session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 # Half the members give up on a commit sooner than a restart takes: ambiguous commits.
-                request_timeout_ms=1_500 if j % 2 else 30_000,
+                request_timeout_ms=request_timeouts_ms[j % 2],
             )
             for i, g in enumerate(self.group_ids)
             for j in range(members_per_group)
@@ -339,6 +343,18 @@ class Chaos:
             self.kill_some()
             time.sleep(self.rng.uniform(*pause_s))
         self.report.seconds = time.monotonic() - start
+        self.finish()
+        r = self.report
+        r.attempts = self.ledger.counts()
+        for m in self.members:
+            r.heartbeats.update(m.heartbeats)
+            r.identity_changes += len(m.identity_changes)
+            r.generation_changes += len(m.generations) - baseline[m.name]
+            r.poll_errors.update(m.poll_errors)
+        return r
+
+    def finish(self) -> None:
+        """Stop committing, settle, verify every offset, restart every partition, verify and settle again."""
         for m in self.members:
             m.committing.clear()
         wait_for(lambda: all(m.idle.is_set() for m in self.members), 120, "the members to finish committing")
@@ -348,14 +364,6 @@ class Chaos:
         self.verify_offsets()
         self.report.final_restart_checked = True
         self.settle()
-        r = self.report
-        r.attempts = self.ledger.counts()
-        for m in self.members:
-            r.heartbeats.update(m.heartbeats)
-            r.identity_changes += len(m.identity_changes)
-            r.generation_changes += len(m.generations) - baseline[m.name]
-            r.poll_errors.update(m.poll_errors)
-        return r
 
     def restart_all(self) -> None:
         """Kill every partition actor at once and wait until all have restarted and reloaded."""
@@ -391,10 +399,7 @@ class Chaos:
         for m in self.members:
             m.stop()
         for m in self.members:
-            try:
-                m.member.close()
-            except Exception as e:
-                log.info("closing %s: %r", m.name, e)
+            m.close()
 
     def fatal_errors(self) -> list[BaseException]:
         """Exceptions other than typed coordinator errors and timeouts that reached a member's poll loop."""

@@ -57,7 +57,7 @@ def test_rel_duplicate_static_members_fence_the_older_one_with_a_typed_error(svc
         described = AdminClient(svc).describe_groups(["dup-static"])["dup-static"]
         assert [(m.group_instance_id, m.member_id) for m in described.members] == [("dup", newer.member.member_id)]
         assert not older.fatal and not newer.fatal, (older.fatal, newer.fatal)
-    finally:
-        older.stop()
-        if newer is not None:
-            newer.stop()
+    finally:  # closed, not only stopped: a member left heartbeating outlives this module's Ray
+        for m in (older, newer):
+            if m is not None:
+                m.close()

@@ -1,0 +1,68 @@
+"""Long run of replicated partitions: random node losses (disks deleted) and paused leaders under load.
+
+`python -m benchmarks replication-chaos --losses 30` starts a ray.cluster_utils.Cluster (head + 4
+workers, one storage directory per node), a service with replication factor 3, and GroupMembers
+that heartbeat and commit; then, until --losses nodes were lost, it either removes a worker node
+hosting a leader (a fresh node joins, the lost replicas are repaired) or pauses a leader with
+SIGSTOP until another replica leads (then SIGCONT). Afterwards no acknowledged commit may be lost,
+the paused leaders must have acknowledged nothing, and every group must end Stable. Exits 1 if not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+
+from benchmarks import long_runs
+
+NAMESPACE = "gc-bench-replication-chaos"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run until --losses node losses, verify, print and save the figures; 0 when every check passed."""
+    long_runs.use_test_helpers()
+    from rel_replication import NodeChaos, replicated_cluster
+
+    p = argparse.ArgumentParser(prog="python -m benchmarks replication-chaos", description=__doc__)
+    p.add_argument("--losses", type=int, default=30, help="node losses to survive")
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--groups", type=int, default=4)
+    p.add_argument("--seed", type=int, default=11)
+    p.add_argument("--json", default=None, help="write the figures to this file as JSON")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-replication-chaos-") as tmp:
+        with replicated_cluster(tmp, NAMESPACE, workers=4, num_partitions=args.partitions) as (cluster, svc, storage):
+            chaos = NodeChaos(cluster, svc, storage, groups=args.groups, members_per_group=2,
+                              topic_partitions=4, seed=args.seed)
+            try:
+                chaos.settle()
+                for m in chaos.members:
+                    m.committing.set()
+                while chaos.node_losses < args.losses:
+                    chaos.kill_some()
+                    print(f"  {chaos.node_losses} node losses, {chaos.pauses} pauses, "
+                          f"{chaos.ledger.counts()['NONE']} commits acknowledged", flush=True)
+                chaos.finish()
+            finally:
+                chaos.close()
+    report = chaos.report
+    failures = [*report.lost, *chaos.zombie_acks] + [repr(e) for e in chaos.fatal_errors()]
+    figures = {
+        "node_losses": chaos.node_losses,
+        "paused_leaders": chaos.pauses,
+        "seconds": time.monotonic() - started,
+        "failover_s": sorted(chaos.failover_s),
+        "commit_attempts": dict(chaos.ledger.counts()),
+        "partitions_verified": report.partitions_checked,
+        "offsets_checked_after_failovers": report.restart_partitions_checked,
+        "failures": failures,
+    }
+    print(figures)
+    return long_runs.conclude(args.json, figures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""A call whose coordinator never answers (its node died) goes to the replica that leads now, within the timeout.
+
+Real actors stand in for the two replicas and the router: the old leader takes the request and never
+answers, the router names the new leader, and the client's call gets the new leader's answer instead
+of waiting out its request timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import ray
+
+from groupcoord.actors.client.coordinator_client import CoordinatorClient
+from groupcoord.actors.client.handle import Service
+from groupcoord.protocol import Errors
+from groupcoord.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
+
+
+@ray.remote(num_cpus=0)
+class Replica:
+    """Answers leave_group (or never, like a leader whose node is gone) and counts the requests it got."""
+
+    def __init__(self, answers: bool) -> None:
+        self.answers = answers
+        self.requests = 0
+
+    async def leave_group(self, request: LeaveGroupRequest) -> LeaveGroupResponse:
+        self.requests += 1
+        if not self.answers:
+            await asyncio.sleep(3600)
+        return LeaveGroupResponse(Errors.NONE)
+
+    def count(self) -> int:
+        return self.requests
+
+
+@ray.remote(num_cpus=0)
+class Router:
+    """Names the new leader of the one partition."""
+
+    def __init__(self, leader: object) -> None:
+        self.leader = leader
+
+    def find_coordinator(self, group_id: str) -> tuple[int, object]:
+        return 0, self.leader[0]
+
+
+def test_a_call_to_a_leader_that_never_answers_is_sent_to_the_new_leader(ray_local) -> None:
+    old, new = Replica.remote(answers=False), Replica.remote(answers=True)
+    router = Router.remote([new])  # in a list: the handle itself, not a call on it
+    svc = Service(namespace="gc-test-moves", num_partitions=1, storage_path="", router=router, partitions=[old])
+    client = CoordinatorClient(svc, "moving", request_timeout_ms=60_000)
+    response = client.call("leave_group", LeaveGroupRequest("moving", []))
+    assert response.error == Errors.NONE
+    assert ray.get([old.count.remote(), new.count.remote()]) == [1, 1]  # sent once to each, no duplicates

@@ -1,0 +1,170 @@
+"""Node losses under load for a replicated service, on a ray.cluster_utils.Cluster with one disk per node.
+
+Used by test_rel_replication_ray.py (a few losses) and benchmarks/bench_replication.py (long runs).
+The events are: removing a worker node (its storage directory deleted with it) and pausing a
+leader's process (SIGSTOP) until another replica leads, then resuming it (SIGCONT). The Chaos
+ledger checks every acknowledged commit afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import time
+from typing import Any, Iterator
+
+import ray
+from ray.cluster_utils import Cluster
+from rel_chaos import Chaos
+from waiting import wait_for
+
+from groupcoord.actors import Observability, start, stop
+from groupcoord.protocol import Errors, GroupConfig, OffsetAndMetadata, TopicPartition, partition_for
+from groupcoord.protocol.messages import OffsetCommitRequest
+
+ZOMBIE_TP = TopicPartition("zombie", 0)
+
+
+@contextlib.contextmanager
+def replicated_cluster(
+    tmp_path: Any, namespace: str, workers: int, num_partitions: int, factor: int = 3
+) -> Iterator[tuple[Cluster, Any, str]]:
+    """A fresh Ray cluster (head + `workers`), a service with `factor` replicas per partition on it; torn down after."""
+    if ray.is_initialized():
+        ray.shutdown()  # these tests need a cluster of their own
+    # Every node exports metrics on its own port, each report interval (short here, for the scrapes).
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "_system_config": {"metrics_report_interval_ms": 500}})
+    for _ in range(workers):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    storage = os.path.join(str(tmp_path), "{node_id}")
+    try:
+        ray.init(address=cluster.address, namespace=namespace, log_to_driver=False)
+        svc = start(
+            num_partitions=num_partitions,
+            storage_path=storage,
+            namespace=namespace,
+            replication_factor=factor,
+            min_insync_replicas=factor // 2 + 1,
+            config=GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=300),
+            observability=Observability(interval_s=0.2),
+        )
+        yield cluster, svc, storage
+    finally:
+        with contextlib.suppress(Exception):
+            stop(namespace)
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def metrics_ports() -> list[int]:
+    """The metrics export ports of the cluster's alive nodes."""
+    return [n["MetricsExportPort"] for n in ray.nodes() if n.get("Alive")]
+
+
+def leader_roles(svc: Any) -> list[dict]:
+    """The role (node, pid, epoch, ...) of every partition's current leader."""
+    svc.refresh()
+    return ray.get([svc.partition(p).role.remote() for p in range(svc.num_partitions)], timeout=10)
+
+
+def epochs(svc: Any) -> list[int]:
+    """Every partition's leader epoch, as the router knows it."""
+    return [d.leader_epoch for d in svc.describe_partitions()]
+
+
+class NodeChaos(Chaos):
+    """Chaos whose faults are node losses (with their disks) and paused leaders, instead of actor kills."""
+
+    def __init__(self, cluster: Cluster, svc: Any, storage: str, **kw: Any) -> None:
+        kw.setdefault("request_timeouts_ms", (4_000, 1_500))
+        super().__init__(svc, **kw)
+        self.cluster = cluster
+        self.storage = storage
+        self.node_losses = 0
+        self.lost_nodes: list[str] = []
+        self.pauses = 0
+        self.zombie_acks: list[str] = []
+        self.failover_s: list[float] = []
+        self.factor = len(svc.describe_partitions()[0].replicas)
+
+    def _wait_new_leaders(self, before: list[int], partitions: list[int]) -> None:
+        def elected() -> bool:
+            now = self.svc.describe_partitions()
+            return all(now[p].leader_epoch > before[p] and now[p].leader is not None for p in partitions)
+
+        wait_for(elected, 120, f"new leaders of partitions {partitions}", 0.05)
+        self.svc.refresh()
+
+    def lose_node(self, node_id: str | None = None) -> str:
+        """Remove a worker node that hosts a leader (or `node_id`), delete its disk, and wait for new leaders."""
+        described = self.svc.describe_partitions()
+        workers = {n.node_id: n for n in self.cluster.worker_nodes}
+        if node_id is None:
+            leaders = [d.leader for d in described if d.leader in workers]
+            node_id = self.rng.choice(leaders or sorted(workers))
+        hit = [d.partition for d in described if d.leader == node_id]
+        before = [d.leader_epoch for d in described]
+        started = time.monotonic()
+        self.cluster.remove_node(workers[node_id], allow_graceful=False)
+        self.lost_nodes.append(node_id)
+        shutil.rmtree(self.storage.replace("{node_id}", node_id), ignore_errors=True)
+        self._wait_new_leaders(before, hit)
+        self.failover_s.append(time.monotonic() - started)
+        self.node_losses += 1
+        self.check_after_restart(hit)
+        return node_id
+
+    def pause_leader(self, partition: int) -> None:
+        """SIGSTOP a leader until another replica leads, send it a commit, SIGCONT it: the commit must fail."""
+        role = leader_roles(self.svc)[partition]
+        old = self.svc.partition(partition)
+        before = epochs(self.svc)
+        os.kill(role["pid"], signal.SIGSTOP)
+        try:
+            self._wait_new_leaders(before, [partition])
+            # A standalone group's commit, which any leader would accept, sent to the paused one.
+            n = self.svc.num_partitions
+            group = next(g for g in (f"zombie-{i}" for i in range(10_000)) if partition_for(g, n) == partition)
+            zombie = old.commit_offsets.remote(OffsetCommitRequest(group, {ZOMBIE_TP: OffsetAndMetadata(1)}))
+        finally:
+            os.kill(role["pid"], signal.SIGCONT)
+        try:
+            if ray.get(zombie, timeout=30).errors.get(ZOMBIE_TP) == Errors.NONE:
+                self.zombie_acks.append(f"partition {partition}: the deposed leader acknowledged a commit")
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            pass
+        if ZOMBIE_TP in self.admin.list_group_offsets(group):
+            self.zombie_acks.append(f"partition {partition}: the deposed leader's commit is visible")
+        self.pauses += 1
+        self.check_after_restart([partition])
+
+    def wait_repaired(self, timeout_s: float = 120) -> None:
+        """Wait until every partition again has its full factor of replicas on live nodes, all in sync."""
+        def repaired() -> bool:
+            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")} - set(self.lost_nodes)
+            return all(
+                len(set(d.replicas)) == self.factor and set(d.replicas) <= alive and set(d.in_sync) == set(d.replicas)
+                for d in self.svc.describe_partitions()
+            )
+
+        wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2)
+
+    def kill_some(self) -> None:
+        """One fault: a pause of a random leader, or the loss of a node hosting a leader."""
+        if self.rng.random() < 0.5:
+            self.pause_leader(self.rng.randrange(self.svc.num_partitions))
+        else:
+            self.lose_node()
+            self.cluster.add_node(num_cpus=1)
+            self.wait_repaired()
+
+    def restart_all(self) -> None:
+        """Kill every leader's actor at once (Ray restarts them as followers) and wait for new leaders."""
+        before = epochs(self.svc)
+        for p in range(self.svc.num_partitions):
+            ray.kill(self.svc.partition(p), no_restart=False)
+        self._wait_new_leaders(before, list(range(self.svc.num_partitions)))
