@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import ray
+from waiting import wait_for
 
 from groupcoord.actors.client.coordinator_client import CoordinatorClient
 from groupcoord.actors.client.handle import Service
@@ -49,8 +50,11 @@ class Router:
 def test_a_call_to_a_leader_that_never_answers_is_sent_to_the_new_leader(ray_local) -> None:
     old, new = Replica.remote(answers=False), Replica.remote(answers=True)
     router = Router.remote([new])  # in a list: the handle itself, not a call on it
+    ray.get([old.count.remote(), new.count.remote(), router.find_coordinator.remote("")])  # all started
     svc = Service(namespace="gc-test-moves", num_partitions=1, storage_path="", router=router, partitions=[old])
     client = CoordinatorClient(svc, "moving", request_timeout_ms=60_000)
     response = client.call("leave_group", LeaveGroupRequest("moving", []))
     assert response.error == Errors.NONE
-    assert ray.get([old.count.remote(), new.count.remote()]) == [1, 1]  # sent once to each, no duplicates
+    # Sent once to each, no duplicates (an async actor may start the count before the hanging call).
+    assert wait_for(lambda: ray.get([old.count.remote(), new.count.remote()]) == [1, 1], 30, "both requests seen")
+    assert ray.get([old.count.remote(), new.count.remote()]) == [1, 1]
