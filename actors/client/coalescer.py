@@ -26,6 +26,15 @@ COALESCED_APIS = frozenset({"heartbeat", "commit_offsets", "fetch_offsets", "con
 _ABANDON_AFTER_S = 60.0
 
 
+class CoalescerClosedError(RuntimeError):
+    """The coalescer takes no more requests (closed, or retired because another actor leads now)."""
+
+
+def actor_id(handle: Any) -> Any:
+    """The id of the actor a handle calls (handles to one actor compare equal by it), None for no handle."""
+    return getattr(handle, "_actor_id", None)
+
+
 class RequestCoalescer:
     """One process's link to one partition actor: requests submitted concurrently share `batch` calls."""
 
@@ -46,7 +55,7 @@ class RequestCoalescer:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._cond:
             if self._closed:
-                raise RuntimeError("this RequestCoalescer is closed")
+                raise CoalescerClosedError("this RequestCoalescer is closed")
             self._pending.append((api, request, future))
             self._cond.notify()
         return future
@@ -61,6 +70,13 @@ class RequestCoalescer:
             self._closed = True
             self._cond.notify()
         self._thread.join()
+
+    def retire(self) -> None:
+        """Take no more requests; what is queued is still sent, and the thread ends without being waited for
+        (it may be waiting on an actor that never answers)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
 
     def _run(self) -> None:
         while True:
@@ -86,10 +102,12 @@ class RequestCoalescer:
         try:
             ref = self.handle.batch.remote([(api, request) for api, request, _ in live])
             results = ray.get(ref, timeout=_ABANDON_AFTER_S)
-        except Exception as e:  # the actor died or restarted, or the batch was given up: each caller decides
+        except (Exception, SystemExit) as e:  # the actor died or restarted, the batch was given up, or Ray is
+            # shutting down (it ends a call blocked on an actor that never answers with SystemExit): callers decide
             log.debug("batch of %d requests failed: %r", len(live), e)
+            error = e if isinstance(e, Exception) else RuntimeError("Ray is shutting down: no answer came")
             for _, _, future in live:
-                future.set_exception(e)
+                future.set_exception(error)
             return
         for (_, _, future), result in zip(live, results, strict=True):
             future.set_result(result)
@@ -114,10 +132,12 @@ def coalescer_for(namespace: str, partition: int, handle: Any) -> RequestCoalesc
     key = (namespace, partition)
     with _coalescers_lock:
         coalescer = _coalescers.get(key)
+        if coalescer is not None and actor_id(coalescer.handle) != actor_id(handle):
+            # Another actor leads now: a new link, so that no request waits behind a batch sent to the old
+            # one, which may never be answered (its node is gone) until Ray declares it dead.
+            coalescer.retire()
+            coalescer = None
         if coalescer is None:
-            coalescer = _coalescers[key] = RequestCoalescer(
-                handle, name=f"groupcoord-coalescer-{namespace}-{partition}"
-            )
-        elif coalescer.handle is not handle:
-            coalescer.handle = handle
+            name = f"groupcoord-coalescer-{namespace}-{partition}"
+            coalescer = _coalescers[key] = RequestCoalescer(handle, name=name)
         return coalescer

@@ -12,7 +12,7 @@ import ray
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 
-from .coalescer import COALESCED_APIS, RequestCoalescer, coalescer_for, wait_answer
+from .coalescer import COALESCED_APIS, CoalescerClosedError, RequestCoalescer, actor_id, coalescer_for, wait_answer
 from .handle import Service
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,6 @@ def ray_session_ended(group_id: str, member_id: str) -> bool:
     log.warning("Ray is no longer connected: member %s of %s stops heartbeating (close members before "
                 "ray.shutdown())", member_id, group_id)
     return True
-
-
-def _actor_id(handle: Any) -> Any:
-    return getattr(handle, "_actor_id", None)
 
 
 class CoordinatorUnavailableError(TimeoutError):
@@ -176,7 +172,7 @@ class CoordinatorClient:
                 # No answer yet: a leader whose node died never answers, so ask who leads now and send
                 # there if another replica does; otherwise keep waiting for this answer (no duplicate).
                 self.rediscover(max(_MIN_WAIT_S, min(LEADER_CHECK_S, deadline - time.monotonic())))
-                if _actor_id(self.handle) != _actor_id(sent_to):
+                if actor_id(self.handle) != actor_id(sent_to):
                     log.debug("%s for %s: the coordinator moved; sending again", method, self.group_id)
                     pending = None
                 continue
@@ -186,7 +182,10 @@ class CoordinatorClient:
     def _send(self, method: str, request: Any) -> Any:
         """Send one request (through the coalescer where it batches); what `wait_answer` waits on."""
         if method in COALESCED_APIS:
-            return self.coalescer().submit(method, request)
+            try:
+                return self.coalescer().submit(method, request)
+            except CoalescerClosedError:  # retired by another thread that saw a new leader just now
+                return self.coalescer().submit(method, request)
         return getattr(self.handle, method).remote(request)
 
     def _failure_hint(self) -> str:

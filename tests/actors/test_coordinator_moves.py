@@ -2,13 +2,15 @@
 
 Real actors stand in for the two replicas and the router: the old leader takes the request and never
 answers, the router names the new leader, and the client's call gets the new leader's answer instead
-of waiting out its request timeout.
+of waiting out its request timeout, whether it went alone or through the process's coalescer (whose
+link to the old leader stays blocked on the unanswered batch).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 import ray
 from waiting import wait_for
 
@@ -32,6 +34,10 @@ class Replica:
             await asyncio.sleep(3600)
         return LeaveGroupResponse(Errors.NONE)
 
+    async def batch(self, calls: list) -> list:
+        """What the coalescer sends (heartbeats, commits, fetches): the same answer for each."""
+        return [await self.leave_group(request) for _, request in calls]
+
     def count(self) -> int:
         return self.requests
 
@@ -47,13 +53,14 @@ class Router:
         return 0, self.leader[0]
 
 
-def test_a_call_to_a_leader_that_never_answers_is_sent_to_the_new_leader(ray_local) -> None:
+@pytest.mark.parametrize("api", ["leave_group", "heartbeat"])  # sent alone, and through the coalescer
+def test_a_call_to_a_leader_that_never_answers_is_sent_to_the_new_leader(ray_local, api) -> None:
     old, new = Replica.remote(answers=False), Replica.remote(answers=True)
     router = Router.remote([new])  # in a list: the handle itself, not a call on it
     ray.get([old.count.remote(), new.count.remote(), router.find_coordinator.remote("")])  # all started
-    svc = Service(namespace="gc-test-moves", num_partitions=1, storage_path="", router=router, partitions=[old])
-    client = CoordinatorClient(svc, "moving", request_timeout_ms=60_000)
-    response = client.call("leave_group", LeaveGroupRequest("moving", []))
+    svc = Service(namespace=f"gc-test-moves-{api}", num_partitions=1, storage_path="", router=router, partitions=[old])
+    client = CoordinatorClient(svc, "moving", request_timeout_ms=30_000)  # the old link would wait 60 s
+    response = client.call(api, LeaveGroupRequest("moving", []))
     assert response.error == Errors.NONE
     # Sent once to each, no duplicates (an async actor may start the count before the hanging call).
     assert wait_for(lambda: ray.get([old.count.remote(), new.count.remote()]) == [1, 1], 30, "both requests seen")
