@@ -99,8 +99,10 @@ def _bracketing_samples(samples: DataFrame, now_ms: int) -> DataFrame:
     s = samples_until(samples, now_ms).select(*part, F.col("timestamp").alias("ts"), "offset")
     by_rank = Window.partitionBy(*part).orderBy("ts", "offset")
     ranked = s.select("*", F.row_number().over(by_rank).alias("_rank"))
-    from_here = Window.partitionBy(*part).orderBy("_rank").rowsBetween(Window.currentRow, Window.unboundedFollowing)
-    later = Window.partitionBy(*part).orderBy("ts").rangeBetween(1, Window.unboundedFollowing)
+    # Frames growing from the newest sample (a frame running to the end would be evaluated anew per row).
+    from_here = Window.partitionBy(*part).orderBy(F.col("_rank").desc()).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    later = Window.partitionBy(*part).orderBy(F.col("ts").desc()).rangeBetween(Window.unboundedPreceding, -1)
     ranges = ranked.select(
         "*", F.min("offset").over(from_here).alias("_lo"), F.min(F.struct("ts", "offset")).over(later).alias("after")
     )
