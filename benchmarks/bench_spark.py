@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=200_000, help="commits of an untimed first Spark run (0: none)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="timed runs per size, by Spark and by pandas alike; the medians are reported")
-    ap.add_argument("--discard", type=int, default=1,
+    ap.add_argument("--discard", type=int, default=3,
                     help="untimed runs per size before the timed ones, by Spark and by pandas alike")
     ap.add_argument("--workdir", default=None, help="where to write the data (default: a temp dir)")
     ap.add_argument("--out", default=str(RESULTS))
