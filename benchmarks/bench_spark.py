@@ -4,9 +4,13 @@ Run from the repository root: `python -m benchmarks.bench_spark` (default sizes 
 commits; `--records 10000000` for one size). For each size it writes the history straight into
 Parquet (the export's layout, through the columnar writer of bench_spark_data), then, with Spark
 already started and the history already there, times reading it plus commit_summary,
-partition_status and lag: by Spark with its own Parquet reader, and by pyarrow + pandas on the
+partition_status and lag: by Spark with its own Parquet reader, as analyze() computes them (one
+full scan into commit_buckets, shared by the three reports), and by pyarrow + pandas on the
 driver in a child process with a memory limit (so that running out of memory is a result, not a
-crash of the machine) and a time limit of `--pandas-limit` times Spark's time. It also measures
+crash of the machine) and a time limit of `--pandas-limit` times Spark's time. Each side first
+runs `--discard` untimed times on the data (the first Spark runs of a size are much slower while
+the JVM compiles the code), then `--repeat` timed times; the medians are reported, with the load
+average of the machine during the runs. It also measures
 columnar decoding of a log (records/s on one core) against record-by-record decoding. Prints a
 table and writes benchmarks/results/spark.json.
 """
@@ -20,6 +24,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +38,7 @@ log = logging.getLogger(__name__)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "spark.json"
 REPORTS = ("commit_summary", "partition_status", "lag")
+SHARED = "commit_buckets"  # Spark's one full scan, shared by the three reports as analyze() shares it
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -42,55 +48,79 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median total time, with every report's median time over all runs."""
+    ranked = sorted(runs, key=lambda r: r["total_s"])
+    middle = ranked[len(ranked) // 2]
+    return middle | {
+        "reports_s": {name: statistics.median(r["reports_s"][name] for r in runs) for name in middle["reports_s"]},
+        "totals_s": [r["total_s"] for r in runs],
+    }
+
+
 def run_spark(spark: Any, history: Path, root: Path, now_ms: int) -> dict:
-    """Spark reads the history itself and computes each report (collected); returns timings and row counts."""
+    """Spark reads the history itself and computes each report (collected); returns timings and row counts.
+
+    The reports are called as analyze() calls them over an exported history: the history is read by
+    Spark, not cached; its per-key aggregate (commit_buckets) is computed once, timed on its own, and
+    shared by the reports.
+    """
     from groupcoord.spark import burrow, reports
-    from groupcoord.spark.end_offsets import end_offset_samples, end_offsets_frame
+    from groupcoord.spark.commit_buckets import shared_commit_buckets
+    from groupcoord.spark.end_offsets import end_offset_samples, end_offsets_frame, registered_topics
     from groupcoord.spark.history_read import history_frames
 
     started = time.perf_counter()
     frames = history_frames(spark, str(history), until_ms=now_ms)
     samples = end_offsets_frame(spark, end_offset_samples(root))
+    topics = registered_topics(root)
     out: dict = {"reports_s": {}, "rows": {}}
+    out["reports_s"][SHARED], buckets = timed(lambda: shared_commit_buckets(frames.commits))
     for name, make in {
-        "commit_summary": lambda: reports.commit_summary(frames.commits, now_ms),
-        "partition_status": lambda: burrow.partition_status(frames.commits, samples, now_ms),
-        "lag": lambda: reports.lag_report(frames.commits, samples, now_ms),
+        "commit_summary": lambda: reports.commit_summary(frames.commits, now_ms, buckets=buckets),
+        "partition_status": lambda: burrow.partition_status(frames.commits, samples, now_ms, topics=topics,
+                                                            buckets=buckets),
+        "lag": lambda: reports.lag_report(frames.commits, samples, now_ms, buckets=buckets),
     }.items():
         seconds, rows = timed(lambda make=make: make().collect())
         out["reports_s"][name] = seconds
         out["rows"][name] = len(rows)
         print(f"  spark {name}: {len(rows)} rows in {seconds:.1f}s", file=sys.stderr, flush=True)
     out["total_s"] = time.perf_counter() - started
+    out["load_average"] = os.getloadavg()[0]
     return out
 
 
 def run_pandas(history: str, root: str, now_ms: int) -> dict:
     """pyarrow reads the history, pandas computes each report; returns timings (run in the child process)."""
-    from groupcoord.spark.end_offsets import end_offset_samples
+    from groupcoord.spark.end_offsets import end_offset_samples, registered_topics
     from groupcoord.spark.history_read import history_tables
     from groupcoord.spark.pandas_reports import commit_summary_local, lag_report_local, partition_status_local
 
     started = time.perf_counter()
     t_read, (commits, _groups) = timed(lambda: history_tables(history, until_ms=now_ms))
     samples = end_offset_samples(root)
+    topics = registered_topics(root)
     out: dict = {"read_s": t_read, "reports_s": {}, "rows": {}}
     for name, fn in {
         "commit_summary": lambda: commit_summary_local(commits, now_ms),
-        "partition_status": lambda: partition_status_local(commits, samples, now_ms),
+        "partition_status": lambda: partition_status_local(commits, samples, now_ms, topics=topics),
         "lag": lambda: lag_report_local(commits, samples, now_ms),
     }.items():
         seconds, frame = timed(fn)
         out["reports_s"][name] = seconds
         out["rows"][name] = len(frame)
     out["total_s"] = time.perf_counter() - started
+    out["load_average"] = os.getloadavg()[0]
     return out
 
 
-def pandas_in_child(history: Path, root: Path, now_ms: int, memory_gib: float, timeout_s: float) -> dict:
-    """run_pandas in a child process limited to `memory_gib` of address space and `timeout_s` seconds."""
+def pandas_in_child(history: Path, root: Path, now_ms: int, memory_gib: float, timeout_s: float,
+                    repeat: int = 1, discard: int = 0) -> dict:
+    """run_pandas `discard` + `repeat` times in a child process limited to `memory_gib` of address space
+    and `timeout_s` seconds in all; returns the median of the last `repeat` runs (see median_run)."""
     cmd = [sys.executable, "-m", "benchmarks.bench_spark", "--pandas-child", str(history), str(root), str(now_ms),
-           str(memory_gib)]
+           str(memory_gib), str(repeat), str(discard)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -99,14 +129,17 @@ def pandas_in_child(history: Path, root: Path, now_ms: int, memory_gib: float, t
         oom = "MemoryError" in done.stderr or "bad_alloc" in done.stderr or done.returncode < 0
         log.warning("pandas child failed: %s", done.stderr[-2000:])
         return {"outcome": "out of memory" if oom else "failed", "total_s": None, "limit_gib": memory_gib}
-    return json.loads(done.stdout.strip().splitlines()[-1]) | {"outcome": "done"}
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    return median_run(runs) | {"read_s": statistics.median(r["read_s"] for r in runs), "outcome": "done"}
 
 
 def _pandas_child(argv: list[str]) -> int:
     history, root, now_ms, memory_gib = argv[0], argv[1], int(argv[2]), float(argv[3])
+    repeat, discard = int(argv[4]), int(argv[5])
     limit = int(memory_gib * (1 << 30))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    print(json.dumps(run_pandas(history, root, now_ms)))
+    runs = [run_pandas(history, root, now_ms) for _ in range(discard + repeat)]
+    print(json.dumps(runs[discard:]))
     return 0
 
 
@@ -154,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pandas-limit", type=float, default=5.0, help="stop pandas after this many times Spark's time")
     ap.add_argument("--decode-records", type=int, default=2_000_000, help="log size of the decoding figure (0: skip)")
     ap.add_argument("--warmup", type=int, default=200_000, help="commits of an untimed first Spark run (0: none)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed runs per size, by Spark and by pandas alike; the medians are reported")
+    ap.add_argument("--discard", type=int, default=3,
+                    help="untimed runs per size before the timed ones, by Spark and by pandas alike")
     ap.add_argument("--workdir", default=None, help="where to write the data (default: a temp dir)")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
@@ -185,14 +222,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{n:,} commits] writing the history", file=sys.stderr, flush=True)
             data = generate_history(history, root, n, **shape)
             print(f"[{n:,} commits] Spark", file=sys.stderr, flush=True)
-            s = run_spark(spark, history, root, data["now_ms"])
             if n == args.warmup and args.warmup:
+                run_spark(spark, history, root, data["now_ms"])
                 shutil.rmtree(history, ignore_errors=True)
                 continue
+            spark_runs = [run_spark(spark, history, root, data["now_ms"]) for _ in range(args.discard + args.repeat)]
+            s = median_run(spark_runs[args.discard:])
             limit = max(60.0, args.pandas_limit * s["total_s"])
-            print(f"[{n:,} commits] pandas (at most {limit:.0f}s, {args.pandas_memory_gib:g} GiB)",
-                  file=sys.stderr, flush=True)
-            p = pandas_in_child(history, root, data["now_ms"], args.pandas_memory_gib, limit)
+            print(f"[{n:,} commits] pandas, {args.discard} + {args.repeat} run(s) (at most {limit:.0f}s each, "
+                  f"{args.pandas_memory_gib:g} GiB)", file=sys.stderr, flush=True)
+            p = pandas_in_child(history, root, data["now_ms"], args.pandas_memory_gib,
+                                limit * (args.discard + args.repeat), args.repeat, args.discard)
             runs.append({"records": n, "data": data, "spark": s, "pandas": p})
             print_run(runs[-1])
             shutil.rmtree(history, ignore_errors=True)
@@ -218,7 +258,10 @@ def print_run(run: dict) -> None:
     """One size's timings as plain lines (seconds; speed-up = pandas / Spark)."""
     s, p = run["spark"], run["pandas"]
     size_mb = run["data"]["bytes"] / 1e6
-    print(f"\n{run['records']:,} commits ({size_mb:.0f} MB of Parquet), load average {os.getloadavg()[0]:.1f}")
+    loads = [r["load_average"] for r in (s, p) if r.get("load_average") is not None]
+    print(f"\n{run['records']:,} commits ({size_mb:.0f} MB of Parquet), medians of {len(s['totals_s'])} timed run(s), "
+          f"load average {' / '.join(f'{x:.1f}' for x in loads)} (Spark / pandas)")
+    print(f"  {SHARED + ' (shared)':<18} spark {s['reports_s'][SHARED]:7.2f}s")
     for name in REPORTS:
         pv = p.get("reports_s", {}).get(name)
         print(f"  {name:<18} spark {s['reports_s'][name]:7.2f}s   pandas {'-' if pv is None else f'{pv:7.2f}s'}")

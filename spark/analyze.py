@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from . import burrow
 from . import reports as report_frames
+from .commit_buckets import shared_commit_buckets
 from .end_offsets import EndOffsets, end_offset_samples, end_offsets_frame, registered_topics
 from .history_read import HistoryFrames, history_frames
 from .loader import LoadedLog, ProgressFn, load_history, log_progress, print_progress
@@ -98,7 +99,7 @@ def analyze(
     cache: bool = True,
     task_cpus: float = 1.0,
 ) -> Analysis:
-    """Define every report over the commit history (evaluated when collected).
+    """Define every report over the commit history (evaluated when collected, after a first pass here).
 
     With `history` (a path or fsspec URL written by export_history), Spark reads the exported
     Parquet history for the time range [since_ms, until_ms]; without it, the logs under `root`
@@ -107,14 +108,16 @@ def analyze(
     left out); `end_offsets` replaces the reported end offsets (see end_offsets.py). `window` is
     the number of commits per partition Burrow's rules look at, `min_complete` and `allowed_lag`
     are Burrow's minimum-complete and allowed-lag settings, `groups` the groups asked for
-    (NOTFOUND if they have no commits); `cache` keeps the history in Spark's cache for the
-    reports; `task_cpus` is reserved per decoding task.
+    (NOTFOUND if they have no commits). With `cache`, the commits are aggregated per key and log
+    bucket once, here, and kept for all reports (see commit_buckets.py), as are logs loaded
+    whole and the partition status (for group_status); an exported history is not cached but
+    read from its files. `task_cpus` is reserved per decoding task.
     """
     now = until_ms if until_ms is not None else (wall_clock_ms() if now_ms is None else now_ms)
     if history is not None:
+        # Not cached: the reports read the files once in full (commit_buckets) and once pruned to
+        # the newest commits, faster than building Spark's cache of the range (bench_spark.py).
         loaded = history_frames(spark, history, since_ms=since_ms, until_ms=now)
-        if cache:
-            loaded.commits, loaded.groups = loaded.commits.cache(), loaded.groups.cache()
     elif root is None:
         raise ValueError("analyze needs a storage root or a history")
     else:
@@ -122,8 +125,10 @@ def analyze(
                               progress=progress, cache=cache, task_cpus=task_cpus)
     samples = end_offset_samples(root, end_offsets, now_ms=now)
     samples_df = end_offsets_frame(spark, samples)
+    # One full scan of the commits for commit_summary, lag and partition_status (see commit_buckets.py).
+    buckets = shared_commit_buckets(loaded.commits) if cache else None
     status = burrow.partition_status(loaded.commits, samples_df, now, window=window, min_complete=min_complete,
-                                     allowed_lag=allowed_lag, topics=registered_topics(root))
+                                     allowed_lag=allowed_lag, topics=registered_topics(root), buckets=buckets)
     if cache:
         status = status.cache()  # small; group_status is computed from it
     return Analysis(
@@ -131,10 +136,10 @@ def analyze(
         samples=samples,
         now_ms=now,
         window=window,
-        commit_summary=report_frames.commit_summary(loaded.commits, now),
+        commit_summary=report_frames.commit_summary(loaded.commits, now, buckets=buckets),
         partition_status=status,
         group_status=burrow.group_status(status, groups),
-        lag=report_frames.lag_report(loaded.commits, samples_df, now),
+        lag=report_frames.lag_report(loaded.commits, samples_df, now, buckets=buckets),
         rebalance_summary=report_frames.rebalance_summary(loaded.groups, now),
         rebalance_history=report_frames.rebalance_history(loaded.groups),
     )

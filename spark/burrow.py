@@ -6,8 +6,9 @@ computes the same statuses without Spark.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
@@ -15,44 +16,57 @@ from pyspark.sql import functions as F
 
 from .blocks import arrow_to_spark
 from .burrow_rules import SEVERITY, check_status_options
-from .reports import latest_end_offsets, non_negative, samples_until
+from .commit_buckets import bucket_of_log_offset, bucket_start, commit_buckets
+from .reports import non_negative, samples_until
 from .schema import COMMIT_KEY, DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
 
 
-# Log offsets per bucket when narrowing a key's commits down to its newest ones (see _newest_buckets).
-BUCKET_OFFSETS = 1 << 16
-
-
-def _newest_rows(commits: DataFrame, window: int) -> DataFrame:
+def _newest_rows(commits: DataFrame, window: int, buckets: DataFrame | None) -> DataFrame:
     """The rows of every key in its newest log buckets that together hold at least `window` of its rows.
 
-    A cheap aggregation (rows per key and bucket of BUCKET_OFFSETS log offsets) finds, per key, the
-    oldest bucket still needed; only the rows from there on reach the sort of commit_windows, so
-    that sort handles a few buckets' rows per key instead of the whole history. Exact: every row
-    among a key's newest `window` is kept.
+    From the rows per key and bucket (commit_buckets), the buckets each key needs are those whose
+    newer buckets hold fewer than `window` of its rows (a few rows per key, computed once: a local
+    checkpoint); the oldest needed bucket of each offsets partition becomes a bound on
+    log_offset that the Parquet scan pushes down (skipping older row groups), and a join on the
+    needed buckets keeps exactly their rows. Only these rows reach the sort of commit_windows.
+    Exact: every row among a key's newest `window` is kept.
     """
-    bucket = F.floor(F.col("log_offset") / BUCKET_OFFSETS).alias("_bucket")
-    per_bucket = commits.groupBy(*COMMIT_KEY, "log_partition", bucket).agg(F.count(F.lit(1)).alias("_rows"))
+    per_bucket = commit_buckets(commits) if buckets is None else buckets
     newest_first = Window.partitionBy(*COMMIT_KEY).orderBy(F.col("log_partition").desc(), F.col("_bucket").desc())
     running = per_bucket.select(
-        "*", F.sum("_rows").over(newest_first.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("_n")
+        *COMMIT_KEY, "log_partition", "_bucket", "_rows",
+        F.sum("_rows").over(newest_first.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("_n"),
     )
-    oldest = running.where(F.col("_n") >= window).groupBy(*COMMIT_KEY).agg(
-        F.max(F.struct("log_partition", "_bucket")).alias("_from")
-    )
-    joined = commits.join(F.broadcast(oldest), COMMIT_KEY, "left")
-    needed = F.col("_from").isNull() | (F.struct("log_partition", bucket) >= F.col("_from"))
-    return joined.where(needed).drop("_from")
+    # Computed once and broadcast once: the join with it is pushed into every offsets partition's scan.
+    needed = running.where(F.col("_n") - F.col("_rows") < window).select(
+        *COMMIT_KEY, "log_partition", "_bucket", _slot(F.col("_bucket")).alias("_slot")).localCheckpoint()
+    oldest = needed.groupBy("log_partition").agg(F.min("_bucket").alias("_bucket")).collect()
+    if not oldest:
+        return commits.where(F.lit(False))
+    scans = [commits.where((F.col("log_partition") == row.log_partition)
+                           & (F.col("log_offset") >= bucket_start(row._bucket))) for row in oldest]
+    rows = functools.reduce(DataFrame.unionByName, scans).select("*", _slot(bucket_of_log_offset()).alias("_slot"))
+    needed = F.broadcast(needed.select(*COMMIT_KEY, "_slot"))
+    return rows.join(needed, [*COMMIT_KEY, "_slot"], "left_semi").drop("_slot")
 
 
-def commit_windows(commits: DataFrame, window: int = DEFAULT_WINDOW) -> DataFrame:
-    """The last `window` commits of every key after its last tombstone (one row per commit)."""
+def _slot(bucket: Any) -> Any:
+    # Offsets partition and bucket as one long: joined on, it lets Spark infer no per-partition filter
+    # for the broadcast side, so every scan of the union shares one broadcast.
+    return F.col("log_partition").cast("long") * F.lit(1 << 40) + bucket
+
+
+def commit_windows(commits: DataFrame, window: int = DEFAULT_WINDOW, *, buckets: DataFrame | None = None) -> DataFrame:
+    """The last `window` commits of every key after its last tombstone (one row per commit).
+
+    `buckets` is commit_buckets(commits) if already computed.
+    """
     newest_first = Window.partitionBy(*COMMIT_KEY).orderBy(
         F.col("log_partition").desc(), F.col("log_offset").desc()
     )
-    ranked = _newest_rows(commits, window).select(
+    ranked = _newest_rows(commits, window, buckets).select(
         *COMMIT_KEY, "offset", "commit_timestamp", "tombstone", "log_partition", "log_offset"
     ).select(
         "*",
@@ -81,13 +95,15 @@ def with_commit_lag(windows: DataFrame, samples: DataFrame, now_ms: int) -> Data
     )
 
 
-def _recent_end_offsets(samples: DataFrame, now_ms: int, window: int) -> DataFrame:
-    newest_first = Window.partitionBy("topic", "partition").orderBy(F.col("timestamp").desc())
+def _end_offsets(samples: DataFrame, now_ms: int, window: int) -> DataFrame:
+    """Per topic/partition: the latest end offset (by time, then offset) and the last `window` ones."""
+    newest_first = Window.partitionBy("topic", "partition").orderBy(F.col("timestamp").desc(), F.col("offset").desc())
     recent = samples_until(samples, now_ms).select(
         "topic", "partition", "offset", F.row_number().over(newest_first).alias("_rank")
     )
     return recent.where(F.col("_rank") <= window).groupBy("topic", "partition").agg(
-        F.collect_list("offset").alias("recent_end_offsets")
+        F.max(F.when(F.col("_rank") == 1, F.col("offset"))).alias("end_offset"),
+        F.collect_list("offset").alias("recent_end_offsets"),
     )
 
 
@@ -145,6 +161,7 @@ def partition_status(
     min_complete: float = 0.0,
     allowed_lag: int = 0,
     topics: Mapping[str, int] | None = None,
+    buckets: DataFrame | None = None,
 ) -> DataFrame:
     """Burrow's status of every group/topic/partition with a committed offset (see burrow_rules.py).
 
@@ -152,17 +169,17 @@ def partition_status(
     OK, as in Burrow's minimum-complete setting; a lag of at most `allowed_lag` counts as none,
     as in Burrow's allowed-lag setting. With `topics` (name -> partition count of the topics that
     exist), partitions of other topics are left out. Columns also show the window's offsets and lags.
+    `buckets` is commit_buckets(commits) if already computed. Runs a small Spark job when called
+    (to bound the scan of the newest commits).
     """
     check_status_options(window, allowed_lag)
     allowed_lag = int(allowed_lag)
-    lagged = with_commit_lag(commit_windows(commits, window), samples, now_ms)
+    lagged = with_commit_lag(commit_windows(commits, window, buckets=buckets), samples, now_ms)
     per_key = lagged.groupBy(*COMMIT_KEY).agg(
         F.sort_array(F.collect_list(F.struct("log_partition", "log_offset", "offset", "commit_timestamp", "lag")))
         .alias("w")
     )
-    ends = latest_end_offsets(samples, now_ms).join(_recent_end_offsets(samples, now_ms, window),
-                                                    ["topic", "partition"], "left")
-    df = per_key.join(ends, ["topic", "partition"], "left")
+    df = per_key.join(_end_offsets(samples, now_ms, window), ["topic", "partition"], "left")
     df = df.select(
         *COMMIT_KEY,
         "end_offset",
@@ -180,7 +197,7 @@ def partition_status(
         (F.col("window_commits") / float(window)).alias("complete"),
     )
     if topics is not None:
-        df = df.join(_topics_frame(df.sparkSession, topics), "topic").where(F.col("partition") < F.col("_partitions"))
+        df = df.where(F.col("partition") < _partition_count(topics)) if topics else df.where(F.lit(False))
     df = window_status(df, now_ms, min_complete=min_complete, allowed_lag=allowed_lag)
     return df.select(
         *COMMIT_KEY,
@@ -197,11 +214,10 @@ def partition_status(
     ).orderBy(*COMMIT_KEY)
 
 
-def _topics_frame(spark, topics: Mapping[str, int]) -> DataFrame:
-    names = sorted(topics)
-    table = pa.table({"topic": pa.array(names, pa.string()),
-                      "_partitions": pa.array([int(topics[t]) for t in names], pa.int32())})
-    return arrow_to_spark(spark, table)
+def _partition_count(topics: Mapping[str, int]) -> Any:
+    """The partition count of a row's topic, from a map literal of `topics` (0 for a topic not in it)."""
+    counts = F.create_map(*[x for name in sorted(topics) for x in (F.lit(name), F.lit(int(topics[name])))])
+    return F.coalesce(counts[F.col("topic")], F.lit(0))
 
 
 def group_status(partitions: DataFrame, groups: Sequence[str] | None = None) -> DataFrame:

@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .commit_buckets import commit_buckets
 from .schema import COMMIT_KEY
 
 log = logging.getLogger(__name__)
@@ -24,34 +25,27 @@ def _position(*fields: str) -> Any:
     return F.struct("log_partition", "log_offset", *fields)
 
 
-def log_position() -> Any:
-    """A record's place in the logs as one long (offsets partition, then log offset): an ordering that
-    max_by can aggregate in a hash table, where max(struct) needs a sort of every row."""
-    return F.col("log_partition").cast("long") * F.lit(1 << 40) + F.col("log_offset")
-
-
 def non_negative(diff: Any) -> Any:
     """max(diff, 0), staying null when diff is null (Spark's greatest() would skip the null)."""
     return F.when(diff.isNull(), F.lit(None)).otherwise(F.greatest(diff, F.lit(0)))
 
 
-def commit_summary(commits: DataFrame, now_ms: int) -> DataFrame:
+def commit_summary(commits: DataFrame, now_ms: int, *, buckets: DataFrame | None = None) -> DataFrame:
     """Per group/topic/partition: latest committed offset, commits, rate, first/last time, age.
 
     `commit_rate` is commits per second over the observed span, (commits - 1) / (last - first),
     null with fewer than two commits or a zero span. `deleted` says the latest record of the key
     is a tombstone (its committed offset was deleted); `committed_offset` is then the last one
-    that was committed before.
+    that was committed before. `buckets` is commit_buckets(commits) if already computed.
     """
-    live = ~F.col("tombstone")
-    pos = log_position()
-    agg = commits.groupBy(*COMMIT_KEY).agg(
-        F.sum(F.when(live, 1).otherwise(0)).cast("long").alias("commits"),
-        F.sum(F.when(live, 0).otherwise(1)).cast("long").alias("tombstones"),
-        F.min(F.when(live, F.col("commit_timestamp"))).alias("first_commit_ms"),
-        F.max(F.when(live, F.col("commit_timestamp"))).alias("last_commit_ms"),
-        F.max_by(F.col("offset"), F.when(live, pos)).alias("committed_offset"),
-        F.max_by(F.col("tombstone"), pos).alias("deleted"),
+    b = commit_buckets(commits) if buckets is None else buckets
+    agg = b.groupBy(*COMMIT_KEY).agg(
+        F.sum("_commits").cast("long").alias("commits"),
+        F.sum("_tombstones").cast("long").alias("tombstones"),
+        F.min("_first_ms").alias("first_commit_ms"),
+        F.max("_last_ms").alias("last_commit_ms"),
+        F.max_by("_live_offset", "_live_pos").alias("committed_offset"),
+        F.max_by("_tombstone", "_pos").alias("deleted"),
     )
     span = F.col("last_commit_ms") - F.col("first_commit_ms")
     return agg.select(
@@ -67,13 +61,12 @@ def commit_summary(commits: DataFrame, now_ms: int) -> DataFrame:
     ).orderBy(*COMMIT_KEY)
 
 
-def current_commits(commits: DataFrame) -> DataFrame:
+def current_commits(commits: DataFrame, *, buckets: DataFrame | None = None) -> DataFrame:
     """The committed offset of every key whose latest record is a commit (deleted keys left out)."""
-    pos = log_position()
-    latest = commits.groupBy(*COMMIT_KEY).agg(
-        F.max_by(F.col("tombstone"), pos).alias("_deleted"),
-        F.max_by(F.col("offset"), pos).alias("committed_offset"),
-        F.max_by(F.col("commit_timestamp"), pos).alias("commit_timestamp"),
+    b = commit_buckets(commits) if buckets is None else buckets
+    latest = b.groupBy(*COMMIT_KEY).agg(
+        F.max_by("_tombstone", "_pos").alias("_deleted"),
+        F.max_by("_offset", "_pos").alias("committed_offset"),
     )
     return latest.where(~F.col("_deleted")).drop("_deleted")
 
@@ -93,27 +86,50 @@ def latest_end_offsets(samples: DataFrame, now_ms: int) -> DataFrame:
     )
 
 
-def lag_report(commits: DataFrame, samples: DataFrame, now_ms: int) -> DataFrame:
+def _bracketing_samples(samples: DataFrame, now_ms: int) -> DataFrame:
+    """Per end-offset sample (as `before`): the next sample strictly later in time (`after`), and the
+    range [_lo, _hi) of committed offsets for which it is the latest sample at or below the offset.
+
+    With a partition's samples ranked by (time, offset), _lo is the smallest offset of this sample
+    and every later-ranked one: the latest-ranked sample at or below an offset c is the one whose
+    _lo <= c < _hi (_hi being the next sample's _lo, null for the last). So each key meets exactly
+    one sample by a join on its partition, with no window or aggregation over keys x samples.
+    """
+    part = ["topic", "partition"]
+    s = samples_until(samples, now_ms).select(*part, F.col("timestamp").alias("ts"), "offset")
+    by_rank = Window.partitionBy(*part).orderBy("ts", "offset")
+    ranked = s.select("*", F.row_number().over(by_rank).alias("_rank"))
+    # Frames growing from the newest sample (a frame running to the end would be evaluated anew per row).
+    from_here = Window.partitionBy(*part).orderBy(F.col("_rank").desc()).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    later = Window.partitionBy(*part).orderBy(F.col("ts").desc()).rangeBetween(Window.unboundedPreceding, -1)
+    ranges = ranked.select(
+        "*", F.min("offset").over(from_here).alias("_lo"), F.min(F.struct("ts", "offset")).over(later).alias("after")
+    )
+    return ranges.select(
+        *part, "_lo", F.lead("_lo").over(Window.partitionBy(*part).orderBy("_rank")).alias("_hi"),
+        F.struct("ts", "offset").alias("before"), "after",
+    )
+
+
+def lag_report(commits: DataFrame, samples: DataFrame, now_ms: int, *, buckets: DataFrame | None = None) -> DataFrame:
     """Per group/topic/partition with a known end offset: lag in offsets and estimated time lag.
 
     `lag` is end_offset - committed_offset (0 if the consumer is at or past the end).
     `time_lag_ms` is now_ms minus the time the log end last stood at the committed offset,
     interpolated linearly between the end-offset samples around it: 0 when lag is 0, null when
-    the samples do not reach back to the committed offset.
+    the samples do not reach back to the committed offset. `buckets` is commit_buckets(commits) if
+    already computed.
     """
-    known = current_commits(commits).join(latest_end_offsets(samples, now_ms), ["topic", "partition"])
-    s = samples_until(samples, now_ms).select(
-        "topic", "partition", F.struct(F.col("timestamp").alias("ts"), F.col("offset").alias("offset")).alias("s")
-    )
+    known = current_commits(commits, buckets=buckets).join(latest_end_offsets(samples, now_ms), ["topic", "partition"])
     c = F.col("committed_offset")
-    # Every key's row once per sample of its partition (keys and samples are few, commits are not).
-    pairs = known.join(s, ["topic", "partition"]).select(
-        "*", F.max(F.when(F.col("s.offset") <= c, F.col("s"))).over(Window.partitionBy(*COMMIT_KEY)).alias("before")
-    )
-    out = pairs.groupBy(*COMMIT_KEY, "committed_offset", "end_offset", "end_offset_ms").agg(
-        F.first("before").alias("before"),
-        F.min(F.when(F.col("before").isNull() | (F.col("s.ts") > F.col("before.ts")), F.col("s"))).alias("after"),
-    )
+    # `before`: the latest sample (by time, then offset) at or below c; `after`: the first one later in time.
+    r = _bracketing_samples(samples, now_ms).alias("r")
+    k = known.alias("k")
+    matches = ((F.col("k.topic") == F.col("r.topic")) & (F.col("k.partition") == F.col("r.partition"))
+               & (F.col("r._lo") <= F.col("k.committed_offset"))
+               & (F.col("r._hi").isNull() | (F.col("k.committed_offset") < F.col("r._hi"))))
+    out = k.join(r, matches, "left").select("k.*", "r.before", "r.after")
     lag = non_negative(F.col("end_offset") - c)
     b_ts, b_off = F.col("before.ts"), F.col("before.offset")
     a_ts, a_off = F.col("after.ts"), F.col("after.offset")

@@ -7,7 +7,8 @@ import pyarrow as pa
 import pytest
 import spark_history as h
 
-from groupcoord.spark import analyze, arrow_to_spark, burrow, group_status, partition_status
+import groupcoord.spark.commit_buckets as commit_buckets_module
+from groupcoord.spark import analyze, arrow_to_spark, group_status, partition_status
 from groupcoord.spark.burrow import window_status
 from groupcoord.spark.end_offsets import end_offsets_frame
 from groupcoord.spark.history import export_history
@@ -113,11 +114,11 @@ def test_burrow_evaluator_table_in_spark(spark):
 def test_narrowing_to_the_newest_buckets_changes_no_status(spark, from_history, monkeypatch):
     analysis, _ = from_history
     samples = end_offsets_frame(spark, analysis.samples)
-    monkeypatch.setattr(burrow, "BUCKET_OFFSETS", 4)  # many buckets per key: the narrowing really cuts
+    monkeypatch.setattr(commit_buckets_module, "BUCKET_OFFSETS", 4)  # many buckets per key: the narrowing really cuts
     for window in (3, 10):
         narrowed = partition_status(analysis.loaded.commits, samples, h.NOW, window=window).collect()
-        monkeypatch.setattr(burrow, "BUCKET_OFFSETS", 1 << 40)  # one bucket: nothing is cut
+        monkeypatch.setattr(commit_buckets_module, "BUCKET_OFFSETS", 1 << 40)  # one bucket: nothing is cut
         whole = partition_status(analysis.loaded.commits, samples, h.NOW, window=window).collect()
-        monkeypatch.setattr(burrow, "BUCKET_OFFSETS", 4)
+        monkeypatch.setattr(commit_buckets_module, "BUCKET_OFFSETS", 4)
         assert [r.asDict(recursive=True) for r in narrowed] == [r.asDict(recursive=True) for r in whole]
         assert len(narrowed) == len(h.EXPECTED_STATUS)
