@@ -60,8 +60,10 @@ def test_a_call_to_a_leader_that_never_answers_is_sent_to_the_new_leader(ray_loc
     ray.get([old.count.remote(), new.count.remote(), router.find_coordinator.remote("")])  # all started
     svc = Service(namespace=f"gc-test-moves-{api}", num_partitions=1, storage_path="", router=router, partitions=[old])
     client = CoordinatorClient(svc, "moving", request_timeout_ms=30_000)  # the old link would wait 60 s
-    response = client.call(api, LeaveGroupRequest("moving", []))
-    assert response.error == Errors.NONE
-    # Sent once to each, no duplicates (an async actor may start the count before the hanging call).
-    assert wait_for(lambda: ray.get([old.count.remote(), new.count.remote()]) == [1, 1], 30, "both requests seen")
-    assert ray.get([old.count.remote(), new.count.remote()]) == [1, 1]
+    try:
+        response = client.call(api, LeaveGroupRequest("moving", []))
+        assert response.error == Errors.NONE
+        # Sent once to each, no duplicates (an async actor may start the count before the hanging call).
+        assert wait_for(lambda: ray.get([old.count.remote(), new.count.remote()]) == [1, 1], 30, "both requests")
+    finally:  # no thread may stay inside a call to it when a later module shuts Ray down (Ray ends the process)
+        ray.kill(old)
