@@ -22,6 +22,7 @@ from storage_helpers import ManualMs, commit, flat, random_batches
 
 from groupcoord.protocol.records import Record
 from groupcoord.storage import FileOps, PartitionLog, StorageRoot
+from groupcoord.storage.epoch_checkpoint import EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.topics import TopicRegistry, read_end_offset_history
 
 NO_SYNC = NoSyncFiles()
@@ -36,6 +37,8 @@ class Progress:
     topics: dict[str, int] = field(default_factory=dict)  # acknowledged topic -> partitions
     reports: list[tuple[str, int, int]] = field(default_factory=list)  # acknowledged end offsets
     root_created: bool = False
+    promised: int = 0  # the last leader epoch a replica acknowledged promising
+    history: tuple = ()  # the (epoch, start offset) history last acknowledged as written
 
 
 @dataclass(frozen=True)
@@ -184,11 +187,32 @@ def _topics_check(root: Path, progress: Progress) -> None:
         read_end_offset_history(root / "root"))
 
 
+def _epochs_run(files: PowerLossFiles, root: Path, progress: Progress) -> None:
+    """A replica's election state: it promises epochs 1..5 and records each as one it led from then on."""
+    checkpoint = LeaderEpochCheckpoint(root / "replica", files)
+    state = EpochState()
+    for epoch in range(1, 6):
+        state = EpochState(epoch, state.history)
+        checkpoint.write(state)  # a promise is answered only after this returns
+        progress.promised = epoch
+        state = state.with_epoch_start(epoch, epoch * 10)
+        checkpoint.write(state)
+        progress.history = state.history
+
+
+def _epochs_check(root: Path, progress: Progress) -> None:
+    state = LeaderEpochCheckpoint(root / "replica", NO_SYNC).read()
+    assert state.promised_epoch >= progress.promised, "a replica forgot an epoch it had promised"
+    assert state.history[: len(progress.history)] == progress.history, "an acknowledged epoch start was lost"
+
+
 def root_workloads() -> list[Workload]:
-    """The storage root's creation and the topic registry's updates."""
+    """The storage root's creation, the topic registry's updates and a replica's epoch promises."""
     return [
         Workload("root-metadata", _root_run, _root_check, _root_recover),
         Workload("topics-registry", _topics_run, _topics_check, _topics_recover),
+        Workload("epoch-promises", _epochs_run, _epochs_check,
+                 lambda files, root: LeaderEpochCheckpoint(root / "replica", files).read()),
     ]
 
 
