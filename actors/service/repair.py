@@ -23,17 +23,13 @@ REPAIR_INTERVAL_S = 1.0
 _CALL_TIMEOUT_S = 2.0
 
 
-async def repair_loop(manager: ReplicationManager) -> None:
-    """Check every partition's replicas each REPAIR_INTERVAL_S and repair what a lost node took."""
+async def repair_turn(manager: ReplicationManager) -> None:
+    """One pass over every partition's replicas, repairing what a lost node took (the router's supervisor runs it
+    every REPAIR_INTERVAL_S, and logs, counts and backs off from a pass that fails)."""
     await manager.ready
-    while True:
-        await asyncio.sleep(REPAIR_INTERVAL_S)
-        try:
-            alive = set(alive_node_ids())
-            for rs in manager.sets:
-                await repair_partition(manager, rs, alive)
-        except Exception:
-            log.exception("replica repair failed; trying again")
+    alive = set(alive_node_ids())
+    for rs in manager.sets:
+        await repair_partition(manager, rs, alive)
 
 
 def _pick_node(manager: ReplicationManager, rs: PartitionReplicaSet, alive: set[str]) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
@@ -29,12 +30,15 @@ from .election import ReplicationManager
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
-from .repair import repair_loop
+from .repair import REPAIR_INTERVAL_S, repair_turn
 from .replica_actor import router_root_path
 from .root_check import check_service_root
 from .spec import ServiceSpec
+from .supervisor import LoopSupervisor
 
 log = logging.getLogger(__name__)
+
+_LOOP_FAILURE_EXIT_CODE = 70
 
 __all__ = ["ROUTER_NAME", "RouterActor", "partition_actor_options"]
 
@@ -78,7 +82,9 @@ class RouterActor:
             self.topics = TopicRegistry(local_path)
             if spec.replication_factor > 1:
                 self.replication = ReplicationManager(spec, self.partitions, local_path)
-                self._repair = asyncio.get_running_loop().create_task(repair_loop(self.replication))
+                replication = self.replication
+                self.supervisor = LoopSupervisor("router", self._loop_failed)
+                self.supervisor.start("replica repair", lambda: repair_turn(replication), REPAIR_INTERVAL_S)
                 return
         except Exception as e:
             # Failing here would make Ray restart the router forever; report it instead.
@@ -94,6 +100,13 @@ class RouterActor:
         ]
 
     # --- directory ---------------------------------------------------------------------------
+
+    def _loop_failed(self, error: BaseException) -> None:
+        """A supervised loop of the router cannot go on: end the process so that Ray restarts the router, which
+        reads the replicas' epochs back (see election.py)."""
+        log.critical("router: background loop failed, restarting: %r", error)
+        logging.shutdown()
+        os._exit(_LOOP_FAILURE_EXIT_CODE)
 
     async def info(self) -> dict:
         """The service's shape, and the error that keeps it from starting, if any."""

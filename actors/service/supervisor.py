@@ -1,4 +1,5 @@
-"""One supervisor for every background loop of a partition actor: no dead loop in a live actor.
+"""One supervisor for every background loop of an actor (a partition's, or the router's replica repair):
+no dead loop in a live actor.
 
 Each loop is a turn run again and again. A turn that raises is logged and counted, and the loop
 goes on after a backoff; an error the loop cannot go on from (the caller's `fatal` says which), or
@@ -22,7 +23,7 @@ class LoopSupervisor:
 
     def __init__(
         self,
-        partition: int,
+        partition: int | str,
         fail: Callable[[BaseException], None],
         backoff_s: float = 0.5,
         backoff_max_s: float = 60.0,
@@ -59,14 +60,14 @@ class LoopSupervisor:
             except Exception as e:
                 self.failures[name] += 1
                 if fatal(e):
-                    log.critical("partition %d: %s cannot go on: %r", self.partition, name, e)
+                    log.critical("partition %s: %s cannot go on: %r", self.partition, name, e)
                     self._failed.add(name)
                     self._fail(e)
                     return
                 consecutive += 1
                 delay = min(self.backoff_max_s, self.backoff_s * 2 ** (consecutive - 1))
                 log.error(
-                    "partition %d: %s failed (%d in a row, %d in all); retrying in %.1f s",
+                    "partition %s: %s failed (%d in a row, %d in all); retrying in %.1f s",
                     self.partition, name, consecutive, self.failures[name], delay, exc_info=e,
                 )
                 continue
@@ -78,7 +79,7 @@ class LoopSupervisor:
             return  # closed, already failed, or cancelled from outside as the event loop shuts down
         error = task.exception()
         reason = error if error is not None else RuntimeError(f"background loop {name} ended")
-        log.critical("partition %d: %s stopped while the actor serves: %r", self.partition, name, reason)
+        log.critical("partition %s: %s stopped while the actor serves: %r", self.partition, name, reason)
         self._fail(reason if isinstance(reason, Exception) else RuntimeError(repr(reason)))
 
     def running(self) -> list[str]:
