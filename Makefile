@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint venv clean
+.PHONY: test demo bench lint venv clean kafka-jars
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP)
 # Every load benchmark at full size (about 12 minutes on 2 cores); tables on stdout, JSON in benchmarks/results/.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks all
+
+# Apache Kafka 4.4's broker and tools from Maven Central into ~/.cache/groupcoord (once; tests fetch them too).
+kafka-jars: $(STAMP)
+	$(BIN)/python -m benchmarks.kafka.dist
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
