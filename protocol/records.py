@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, NamedTuple, Union
 
 import msgpack
 
-from .consumer_records import CONSUMER_KEY_TYPES, consumer_record_from_obj, consumer_record_obj
+from .consumer.records import CONSUMER_KEY_TYPES, consumer_record_from_obj, consumer_record_obj
 
 log = logging.getLogger(__name__)
 
