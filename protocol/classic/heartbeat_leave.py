@@ -2,7 +2,7 @@
 
 A heartbeat restarts the member's session timer and tells it whether a rebalance is under way; a
 leave removes members (KIP-345 batch leave, by member id or static instance id) and rebalances
-the rest. Expiry of a session that sees no heartbeat is group_rebalance's.
+the rest. Expiry of a session that sees no heartbeat is rebalance.py's.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Follows the Java group coordinator (GroupMetadataManager's classic-group join paths, KIP-394's
 member id round trip and KIP-345's static membership). Every join parks until the join phase of
-the rebalance completes (group_rebalance), except the answers it can give at once.
+the rebalance completes (rebalance.py), except the answers it can give at once.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ members, timers) lives in memory only, as in Kafka, and is lost with a restart.
 
 `GroupMetadataManager` is put together from one mixin per concern, each in its own module:
 
-* group_store: the groups, identity checks, GroupMetadata records and their replay;
-* group_rebalance: preparing and completing rebalances, session and pending-sync timers;
-* group_join, group_sync, group_heartbeat_leave, group_listing: the requests.
+* store: the groups, identity checks, GroupMetadata records and their replay;
+* rebalance: preparing and completing rebalances, session and pending-sync timers;
+* join, sync, heartbeat_leave, listing: the requests.
 """
 
 from __future__ import annotations

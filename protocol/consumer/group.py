@@ -1,7 +1,7 @@
 """A consumer group of the KIP-848 protocol: its members, epochs and assignments, as Kafka's ConsumerGroup keeps them.
 
 The group's durable state changes only by replaying the consumer group records
-(consumer_group_manager replays them here); what is derived from it (the group state, who holds
+(consumer/store.py replays them here); what is derived from it (the group state, who holds
 which partition at which epoch, static members by instance id) is kept up to date by the
 mutators below.
 """
