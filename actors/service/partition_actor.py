@@ -192,7 +192,7 @@ class PartitionActor:
             "load_ms": rt.load_ms,
             "load_cpu_ms": rt.load_cpu_ms,
             "records_replayed": rt.records_replayed,
-            "groups": gauges.groups + len(coord.consumer.groups) if gauges is not None and coord is not None else 0,
+            "groups": gauges.groups if gauges is not None else 0,
             "groups_by_state": dict(gauges.groups_by_state) if gauges is not None else {},
             "members": gauges.members if gauges is not None else 0,
             "offsets": gauges.offsets if gauges is not None else 0,

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ..values import TopicPartition
+from ..values import GroupType, TopicPartition
 from .records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -117,7 +117,7 @@ def member_from_subscription(member: ConsumerGroupMember, v: ConsumerGroupMember
 class ConsumerGroup:
     """The members, epochs, subscription metadata and target assignment of one consumer group."""
 
-    group_type = "consumer"
+    group_type = GroupType.CONSUMER
     protocol_type = "consumer"
 
     def __init__(self, group_id: str) -> None:

@@ -21,7 +21,7 @@ from ..errors import Errors
 from ..records import Record
 from ..shard.deferred import Deferred
 from ..shard.log import RecordBatchTooLarge
-from ..values import GroupState
+from ..values import GroupType
 from .assignors import MemberSpec, PartitionAssignorError, server_assignor
 from .group import ConsumerGroup, ConsumerGroupMember, MemberState, resolve_regex
 from .heartbeat_checks import HeartbeatError, check_epoch, check_request, check_static, heartbeat_error
@@ -80,13 +80,14 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        classic = self.classic.get_group(group_id)
-        if classic is not None and not (create and classic.in_state(GroupState.EMPTY)):
-            raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        if not create:
+        if group_id in self.registry:
+            # A group of the other protocol: only an empty one becomes a consumer group, on a join.
+            conversion = self.registry.conversion_records(group_id, GroupType.CONSUMER) if create else None
+            if conversion is None:
+                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            records.extend(conversion)
+        elif not create:
             raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if classic is not None:
-            records.append(self.classic.group_tombstone(group_id))
         return ConsumerGroup(group_id)
 
     def _member_for(

@@ -55,7 +55,7 @@ class RetentionSweep:
 
     def start(self) -> None:
         """Begin a new pass over the groups the shard has now."""
-        self._group_ids = list(self.offsets.groups.groups) + list(self.offsets.consumer.groups)
+        self._group_ids = list(self.offsets.registry)
         self._next_group = 0
         self._partitions = None
 
@@ -73,8 +73,9 @@ class RetentionSweep:
         consumer_deleted = expired = 0
         while budget > 0 and self.running:
             group_id = self._group_ids[self._next_group]
-            group = self.offsets.groups.get_group(group_id)
-            consumer_group = self.offsets.consumer.get(group_id) if group is None else None
+            found = self.offsets.registry.get(group_id)
+            group = found if isinstance(found, ClassicGroup) else None
+            consumer_group = found if isinstance(found, ConsumerGroup) else None
             if consumer_group is None and (group is None or group.in_state(GroupState.DEAD)):
                 self._next_group_please()
                 continue

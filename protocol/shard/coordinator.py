@@ -16,6 +16,7 @@ from ..classic.group import ClassicGroup
 from ..classic.manager import GroupMetadataManager
 from ..classic.snapshot import GroupSnapshot
 from ..config import GroupConfig
+from ..consumer.group import ConsumerGroupState
 from ..consumer.manager import ConsumerGroupManager
 from ..consumer.messages import (
     ConsumerGroupDescribeRequest,
@@ -51,10 +52,12 @@ from ..offsets.manager import OffsetMetadataManager
 from ..offsets.retention_sweep import RetentionSweep
 from ..records import GroupMetadataKey, OffsetCommitKey, Record
 from ..responses import error_response
-from ..values import GroupState
+from ..values import GroupState, GroupType
 from .clock import Clock, SystemClock
+from .conversions import GroupConversions
 from .deferred import Deferred
 from .log import MemoryLog, RecordBatchTooLarge, RecordLog
+from .registry import GroupRegistry
 from .runtime import ShardRuntime
 from .stats import ShardGauges, ShardStats
 
@@ -83,9 +86,12 @@ class GroupCoordinator:
         self.log = log if log is not None else MemoryLog()
         self._loading = False
         self.runtime = ShardRuntime(self.clock, self.log, self._replay)
-        self.groups = GroupMetadataManager(self.runtime, self.config)
-        self.consumer = ConsumerGroupManager(self.runtime, self.config, self.groups)
-        self.offsets = OffsetMetadataManager(self.runtime, self.groups, self.config, self.consumer)
+        # Every group of the shard, classic and consumer: one group-id space, as in Kafka.
+        self.registry = GroupRegistry()
+        self.groups = GroupMetadataManager(self.runtime, self.config, self.registry)
+        self.consumer = ConsumerGroupManager(self.runtime, self.config, self.registry)
+        self.registry.set_converter(GroupConversions(self.groups, self.consumer))
+        self.offsets = OffsetMetadataManager(self.runtime, self.config, self.registry, self.groups, self.consumer)
         self.retention = RetentionSweep(self.runtime, self.offsets, self.config, self.groups.mark_dead)
         self._schedule_retention_check()
 
@@ -153,13 +159,14 @@ class GroupCoordinator:
 
     def gauges(self) -> ShardGauges:
         """Groups per state, members, offsets and purgatory sizes right now (O(groups + members))."""
-        by_state: Counter[str] = Counter({s.value: 0 for s in GroupState})
+        by_state: Counter[str] = Counter({s.value: 0 for s in (*GroupState, *ConsumerGroupState)})
         members = joins = syncs = 0
-        for group in self.groups.groups.values():
+        for group in self.registry.values():
             by_state[group.state.value] += 1
             members += len(group.members)
-            joins += group.num_awaiting_join
-            syncs += sum(1 for m in group.members.values() if m.awaiting_sync is not None)
+            if type(group) is ClassicGroup:
+                joins += group.num_awaiting_join
+                syncs += sum(1 for m in group.members.values() if m.awaiting_sync is not None)
         return ShardGauges(
             groups_by_state=dict(by_state),
             members=members,
@@ -264,16 +271,14 @@ class GroupCoordinator:
         return self._handle("join_group", req, self._classic_join)
 
     def _classic_join(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
-        consumer_group = self.consumer.get(req.group_id)
-        if consumer_group is not None:
-            if not consumer_group.is_empty():
+        if self.consumer.get(req.group_id) is not None:
+            records = self.registry.conversion_records(req.group_id, GroupType.CLASSIC)
+            if records is None:
                 # Kafka would let a classic member into a consumer group (online migration); we refuse it.
                 return self.runtime.respond(error_response("join_group", req, Errors.INCONSISTENT_GROUP_PROTOCOL))
             cfg = self.config
             if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
                 # The empty consumer group becomes an empty classic group in one batch, or not at all.
-                classic = ClassicGroup(req.group_id, self.runtime.now())
-                records = [*self.consumer.delete_records(consumer_group), self.groups.group_record(classic)]
                 try:
                     self.runtime.append(records)
                 except RecordBatchTooLarge as e:
