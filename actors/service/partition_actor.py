@@ -88,7 +88,12 @@ class PartitionActor:
             if api == "heartbeat":
                 return error_response(api, req, Errors.NONE)  # Kafka answers heartbeats blindly
             return error_response(api, req, Errors.COORDINATOR_LOAD_IN_PROGRESS)
-        return getattr(coord, api)(req)
+        try:
+            return getattr(coord, api)(req)
+        except Exception:
+            # The one place an exception becomes an answer: this request's, never its batch's neighbours'.
+            self.telemetry.request_failed(api, req)
+            return error_response(api, req, Errors.UNKNOWN_SERVER_ERROR)
 
     async def _call(self, api: str, req: Any) -> Any:
         started = time.perf_counter()

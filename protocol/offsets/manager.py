@@ -31,7 +31,6 @@ from ..messages import (
 )
 from ..records import OffsetCommitKey, OffsetCommitValue, Record
 from ..shard.deferred import Deferred
-from ..shard.log import RecordBatchTooLarge
 from ..shard.registry import GroupRegistry
 from ..shard.runtime import ShardRuntime
 from ..values import TopicPartition
@@ -145,12 +144,7 @@ class OffsetMetadataManager:
             value = new(OffsetCommitValue, (int(offset), int(leader_epoch), str(metadata), now, expire))
             append(new(Record, (key, value)))
         # The first record of an unknown group creates it as a simple group when it is replayed.
-        try:
-            self.rt.append(records)
-        except RecordBatchTooLarge as e:
-            log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e,
-                      extra={"group": group_id, "member": req.member_id or None})
-            return self.rt.respond(OffsetCommitResponse(dict.fromkeys(partitions, Errors.UNKNOWN_SERVER_ERROR)))
+        self.rt.append(records)
         if records:
             stats = self.rt.stats
             stats.offset_commits += len(records)
@@ -226,12 +220,7 @@ class OffsetMetadataManager:
                 records[tp] = _tombstone(req.group_id, tp)
         # As Kafka's Java coordinator: an Empty group left without offsets is removed by the
         # next expiry pass, not here.
-        try:
-            self.rt.append(list(records.values()))
-        except RecordBatchTooLarge as e:
-            log.error("group %s: deleting %d offsets cannot be stored: %s", req.group_id, len(records), e,
-                      extra={"group": req.group_id})
-            return self.rt.respond(OffsetDeleteResponse(Errors.UNKNOWN_SERVER_ERROR, {}))
+        self.rt.append(list(records.values()))
         self.rt.stats.offset_deletions += len(records)
         return self.rt.respond(OffsetDeleteResponse(Errors.NONE, errors))
 
@@ -248,7 +237,7 @@ class OffsetMetadataManager:
         """Delete Empty groups with all their offsets; other groups are refused per id.
 
         The tombstones go to the log first; only once it took them are the groups marked Dead, so
-        a refused write leaves every group as it was (answered UNKNOWN_SERVER_ERROR).
+        a refused write leaves every group as it was (the shard answers UNKNOWN_SERVER_ERROR for all, as Kafka).
         """
         results: dict[str, Errors] = {}
         records: list[Record] = []
@@ -273,14 +262,7 @@ class OffsetMetadataManager:
                 records.extend(self.delete_group_records(group))
                 deleted.append(group)
                 results[group_id] = Errors.NONE
-        try:
-            self.rt.append(records)
-        except RecordBatchTooLarge as e:
-            refused = [g.group_id for g in deleted] + consumer_deleted
-            log.error("deleting groups %s cannot be stored: %s", refused, e)
-            for group_id in refused:
-                results[group_id] = Errors.UNKNOWN_SERVER_ERROR
-            return self.rt.respond(DeleteGroupsResponse(results))
+        self.rt.append(records)
         for group in deleted:
             self.groups.mark_dead(group)
         self.rt.stats.group_deletions += len(deleted)

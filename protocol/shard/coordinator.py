@@ -260,11 +260,40 @@ class GroupCoordinator:
     # --- requests --------------------------------------------------------------------------
 
     def _handle(self, api: str, req: Any, handler: Callable[[Any], Deferred[T]]) -> Deferred[T]:
-        """Validate, then handle; bad input is answered with its error code and changes nothing."""
+        """Validate, then handle; bad input is answered with its error code and changes nothing.
+
+        This is the one place where a write the log refuses (RecordBatchTooLarge) becomes an answer: the
+        handler's records were not staged, so nothing persisted changed; what the handler changed in memory
+        only is put back from a snapshot, and the request gets UNKNOWN_SERVER_ERROR (as Kafka maps
+        MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE on a coordinator write).
+        """
         error = validation.check(api, req, self.config)
         if error is not None:
             return self.runtime.respond(error_response(api, req, error))
-        return handler(req)
+        snapshot = self._restore_point(api, req)
+        try:
+            return handler(req)
+        except RecordBatchTooLarge as e:
+            self.runtime.stats.refused_writes += 1
+            log.error("%s of group %s: its records were refused (%s); nothing changed", api,
+                      getattr(req, "group_id", None), e)
+            if snapshot is not None:
+                snapshot.restore()
+            return self.runtime.respond(error_response(api, req, Errors.UNKNOWN_SERVER_ERROR))
+
+    def _restore_point(self, api: str, req: Any) -> GroupSnapshot | None:
+        """A copy of the group a request may change in memory before its records are refused, else None.
+
+        Only a LeaveGroup that may empty its classic group does both (it removes members, then writes the
+        Empty group); every other handler writes first, or puts its own state back (SyncGroup, a static
+        member's replacement), as Kafka's coordinator does.
+        """
+        if api != "leave_group":
+            return None
+        group = self.groups.get_group(req.group_id)
+        if group is None or len(req.members) < len(group.members):
+            return None
+        return GroupSnapshot(self.groups.groups, req.group_id, self.runtime.timers)
 
     def join_group(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
         """JoinGroup (API key 11); INCONSISTENT_GROUP_PROTOCOL on a consumer group unless it is empty."""
@@ -279,11 +308,7 @@ class GroupCoordinator:
             cfg = self.config
             if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
                 # The empty consumer group becomes an empty classic group in one batch, or not at all.
-                try:
-                    self.runtime.append(records)
-                except RecordBatchTooLarge as e:
-                    log.error("group %s cannot become a classic group: %s", req.group_id, e)
-                    return self.runtime.respond(error_response("join_group", req, Errors.UNKNOWN_SERVER_ERROR))
+                self.runtime.append(records)
         return self.groups.join_group(req)
 
     def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResponse]:
@@ -299,21 +324,12 @@ class GroupCoordinator:
         return self._handle("leave_group", req, self._leave_group)
 
     def _leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
-        """A leave writes a record only when it empties the group; then a refused write puts the group back."""
+        """A leave writes a record only when it empties the group (see _restore_point for a refused one)."""
         if self.consumer.get(req.group_id) is not None:
             unknown = Errors.UNKNOWN_MEMBER_ID
             members = [LeaveMemberResponse(m.member_id, m.group_instance_id, unknown) for m in req.members]
             return self.runtime.respond(LeaveGroupResponse(Errors.NONE, members))
-        group = self.groups.get_group(req.group_id)
-        if group is None or len(req.members) < len(group.members):
-            return self.groups.leave_group(req)
-        snapshot = GroupSnapshot(self.groups.groups, req.group_id, self.runtime.timers)
-        try:
-            return self.groups.leave_group(req)
-        except RecordBatchTooLarge as e:
-            log.error("group %s: the leave cannot be stored (%s); the group is as it was", req.group_id, e)
-            snapshot.restore()
-            return self.runtime.respond(error_response("leave_group", req, Errors.UNKNOWN_SERVER_ERROR))
+        return self.groups.leave_group(req)
 
     def _classic(self, handler: Callable[[Any], Deferred[T]], api: str) -> Callable[[Any], Deferred[T]]:
         """`handler`, or UNKNOWN_MEMBER_ID when the request names a consumer group (as Kafka answers a
