@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from ..values import TopicPartition
-
 CONSUMER_GROUP_METADATA_KEY_TYPE = 3
 CONSUMER_GROUP_PARTITION_METADATA_KEY_TYPE = 4
 CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE = 5
@@ -32,11 +30,6 @@ def to_stored(assignment: Mapping[str, Iterable[int]]) -> StoredAssignment:
 def from_stored(stored: Iterable[Any]) -> dict[str, frozenset[int]]:
     """The topic -> partitions mapping of a stored assignment."""
     return {t: frozenset(ps) for t, ps in stored}
-
-
-def stored_partitions(stored: StoredAssignment) -> list[TopicPartition]:
-    """The partitions of a stored assignment, as a sorted list."""
-    return [TopicPartition(t, p) for t, ps in stored for p in ps]
 
 
 class ConsumerGroupMetadataKey(NamedTuple):

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any, Callable, Hashable, Iterable, Mapping, TypeVar
 
 from .. import validation
+from ..apis import Api
 from ..classic.group import ClassicGroup
 from ..classic.manager import GroupMetadataManager
 from ..classic.snapshot import GroupSnapshot
@@ -172,7 +173,7 @@ class GroupCoordinator:
             members=members,
             offsets=self.offsets.total_offsets(),
             timers=self.runtime.timers.count_by_kind(),
-            parked={"join_group": joins, "sync_group": syncs},
+            parked={Api.JOIN_GROUP: joins, Api.SYNC_GROUP: syncs},
             awaiting_durability=self.runtime.waiting(),
         )
 
@@ -288,7 +289,7 @@ class GroupCoordinator:
         Empty group); every other handler writes first, or puts its own state back (SyncGroup, a static
         member's replacement), as Kafka's coordinator does.
         """
-        if api != "leave_group":
+        if api != Api.LEAVE_GROUP:
             return None
         group = self.groups.get_group(req.group_id)
         if group is None or len(req.members) < len(group.members):
@@ -297,14 +298,14 @@ class GroupCoordinator:
 
     def join_group(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
         """JoinGroup (API key 11); INCONSISTENT_GROUP_PROTOCOL on a consumer group unless it is empty."""
-        return self._handle("join_group", req, self._classic_join)
+        return self._handle(Api.JOIN_GROUP, req, self._classic_join)
 
     def _classic_join(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
         if self.consumer.get(req.group_id) is not None:
             records = self.registry.conversion_records(req.group_id, GroupType.CLASSIC)
             if records is None:
                 # Kafka would let a classic member into a consumer group (online migration); we refuse it.
-                return self.runtime.respond(error_response("join_group", req, Errors.INCONSISTENT_GROUP_PROTOCOL))
+                return self.runtime.respond(error_response(Api.JOIN_GROUP, req, Errors.INCONSISTENT_GROUP_PROTOCOL))
             cfg = self.config
             if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
                 # The empty consumer group becomes an empty classic group in one batch, or not at all.
@@ -313,15 +314,15 @@ class GroupCoordinator:
 
     def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResponse]:
         """SyncGroup (API key 14); UNKNOWN_MEMBER_ID on a consumer group, whose members are no classic members."""
-        return self._handle("sync_group", req, self._classic(self.groups.sync_group, "sync_group"))
+        return self._handle(Api.SYNC_GROUP, req, self._classic(self.groups.sync_group, Api.SYNC_GROUP))
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
         """Heartbeat (API key 12); UNKNOWN_MEMBER_ID on a consumer group."""
-        return self._handle("heartbeat", req, self._classic(self.groups.heartbeat, "heartbeat"))
+        return self._handle(Api.HEARTBEAT, req, self._classic(self.groups.heartbeat, Api.HEARTBEAT))
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """LeaveGroup (API key 13), by member id and/or instance id; on a consumer group every member is unknown."""
-        return self._handle("leave_group", req, self._leave_group)
+        return self._handle(Api.LEAVE_GROUP, req, self._leave_group)
 
     def _leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """A leave writes a record only when it empties the group (see _restore_point for a refused one)."""
@@ -344,15 +345,15 @@ class GroupCoordinator:
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """OffsetCommit (API key 8)."""
-        return self._handle("commit_offsets", req, self.offsets.commit_offsets)
+        return self._handle(Api.OFFSET_COMMIT, req, self.offsets.commit_offsets)
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """OffsetFetch (API key 9)."""
-        return self._handle("fetch_offsets", req, self.offsets.fetch_offsets)
+        return self._handle(Api.OFFSET_FETCH, req, self.offsets.fetch_offsets)
 
     def list_groups(self, req: ListGroupsRequest | None = None) -> Deferred[ListGroupsResponse]:
         """ListGroups (API key 16)."""
-        return self._handle("list_groups", req if req is not None else ListGroupsRequest(), self._list_groups)
+        return self._handle(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest(), self._list_groups)
 
     def _list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
         """Classic groups (group_type "classic"), then consumer groups (group_type "consumer")."""
@@ -363,25 +364,25 @@ class GroupCoordinator:
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """DescribeGroups (API key 15)."""
-        return self._handle("describe_groups", req, self.groups.describe_groups)
+        return self._handle(Api.DESCRIBE_GROUPS, req, self.groups.describe_groups)
 
     def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
         """DeleteGroups (API key 42): Empty groups are deleted with their offsets."""
-        return self._handle("delete_groups", req, self.offsets.delete_groups)
+        return self._handle(Api.DELETE_GROUPS, req, self.offsets.delete_groups)
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """OffsetDelete (API key 47)."""
-        return self._handle("delete_offsets", req, self.offsets.delete_offsets)
+        return self._handle(Api.OFFSET_DELETE, req, self.offsets.delete_offsets)
 
     # --- the consumer group protocol (KIP-848) ---------------------------------------------------
 
     def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> Deferred[ConsumerGroupHeartbeatResponse]:
         """ConsumerGroupHeartbeat (API key 68): join (epoch 0), heartbeat, acknowledge revocations, leave (-1, -2)."""
-        return self._handle("consumer_group_heartbeat", req, self.consumer.consumer_group_heartbeat)
+        return self._handle(Api.CONSUMER_GROUP_HEARTBEAT, req, self.consumer.consumer_group_heartbeat)
 
     def consumer_group_describe(self, req: ConsumerGroupDescribeRequest) -> Deferred[ConsumerGroupDescribeResponse]:
         """ConsumerGroupDescribe (API key 69)."""
-        return self._handle("consumer_group_describe", req, self.consumer.consumer_group_describe)
+        return self._handle(Api.CONSUMER_GROUP_DESCRIBE, req, self.consumer.consumer_group_describe)
 
     def update_topic_metadata(self, partitions: Mapping[str, int]) -> None:
         """Topic -> partition count, as the service's topic registry has it (the shard's view of the cluster)."""
