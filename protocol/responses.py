@@ -66,7 +66,7 @@ def _group_ids(req: Any) -> list[str]:
 
 
 def _offset_keys(req: Any) -> list:
-    offsets = getattr(req, "offsets", None)
+    offsets: Any = getattr(req, "offsets", None)
     if not hasattr(offsets, "keys"):
         return []
     try:

@@ -230,7 +230,7 @@ def _validate(api: str, req: Any) -> Errors | None:
         if error is not None:
             return error
     elif rule == GROUP_IDS:
-        group_ids = getattr(req, "group_ids", None)
+        group_ids: Any = getattr(req, "group_ids", None)
         if not _is_seq(group_ids):
             return Errors.INVALID_REQUEST
         for group_id in group_ids:

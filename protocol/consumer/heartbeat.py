@@ -121,9 +121,9 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             records.append(target_member_record(group.group_id, member_id, group.target_of(existing.member_id)))
             records.append(current_assignment_record(group.group_id, new))
             return new, existing.member_id
-        check_static(existing, req)
-        check_epoch(existing, req)  # type: ignore[arg-type]
-        return existing, existing.member_id  # type: ignore[return-value, union-attr]
+        member = check_static(existing, req)
+        check_epoch(member, req)
+        return member, member.member_id
 
     # --- heartbeat -------------------------------------------------------------------------------
 
@@ -287,22 +287,21 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                     Errors.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group.group_id}."
                 )
         else:
-            member = group.static_member(req.instance_id)
-            check_static(member, req)
+            member = check_static(group.static_member(req.instance_id), req)
             if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 log.info(
                     "group %s: static member %s (%s) leaves for now", group.group_id, req.member_id, req.instance_id
                 )
                 leaving = dataclasses.replace(
                     member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={}
-                )  # type: ignore[type-var]
+                )
                 response = ConsumerGroupHeartbeatResponse(
                     Errors.NONE, None, req.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0, None
                 )
                 return [current_assignment_record(group.group_id, leaving)], response
         log.info("group %s: member %s leaves", group.group_id, req.member_id)
         response = ConsumerGroupHeartbeatResponse(Errors.NONE, None, req.member_id, req.member_epoch, 0, None)
-        member_id = member.member_id  # type: ignore[union-attr]
+        member_id = member.member_id
         after.append(lambda: self._cancel_timers(group.group_id, member_id))
         return self.fence_records(group, member_id), response
 

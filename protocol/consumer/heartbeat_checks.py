@@ -95,8 +95,9 @@ def check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest)
             )
 
 
-def check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbeatRequest) -> None:
-    """The instance id must be known and held by this member id (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
+def check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupMember:
+    """The instance id must be known and held by this member id (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID);
+    returns the member that holds it."""
     if existing is None:
         raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
     if existing.member_id != req.member_id:
@@ -105,3 +106,4 @@ def check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbe
             f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
             f"{existing.member_id}.",
         )
+    return existing

@@ -107,8 +107,8 @@ class ConsumerGroupStore:
 
     def replay(self, key: Any, value: Any) -> None:
         """Apply one consumer group record (a tombstone removes what its key names)."""
-        handler: Callable[[Any, Any], None] = _REPLAY[type(key)]
-        handler(self, key, value)  # type: ignore[call-arg]
+        handler: Callable[..., None] = _REPLAY[type(key)]
+        handler(self, key, value)
 
     def _replay_metadata(self, key: ConsumerGroupMetadataKey, value: ConsumerGroupMetadataValue | None) -> None:
         if value is None:

@@ -98,7 +98,7 @@ class OffsetMetadataManager:
         if value is None:
             offsets = self._offsets.get(group_id)
             if offsets is not None:
-                offsets.pop((topic, partition), None)
+                offsets.pop(_new(TopicPartition, (topic, partition)), None)
                 if not offsets:
                     del self._offsets[group_id]
             return

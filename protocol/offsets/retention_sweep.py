@@ -87,7 +87,8 @@ class RetentionSweep:
             if consumer_group is not None:
                 tombstones = self._expired_of_consumer_group(consumer_group, chunk, now)
             else:
-                tombstones = self._expired_of_classic_group(group, chunk, now)  # type: ignore[arg-type]
+                assert group is not None  # ids with neither kind of group were skipped above
+                tombstones = self._expired_of_classic_group(group, chunk, now)
             records.extend(tombstones)
             expired += len(tombstones)
             if self._next_partition >= len(self._partitions):
@@ -96,9 +97,9 @@ class RetentionSweep:
                     if consumer_group.is_empty() and left == 0:
                         records.extend(self.offsets.consumer.delete_records(consumer_group))
                         consumer_deleted += 1
-                elif group.in_state(GroupState.EMPTY) and left == 0:  # type: ignore[union-attr]
+                elif group is not None and group.in_state(GroupState.EMPTY) and left == 0:
                     records.append(self.offsets.groups.group_tombstone(group_id))
-                    emptied.append(group)  # type: ignore[arg-type]
+                    emptied.append(group)
                 self._next_group_please()
         self._write(records, emptied, consumer_deleted, expired)
         return self.running

@@ -101,9 +101,9 @@ class GroupCoordinator:
     def _replay(self, record: Record) -> None:
         key, value = record
         if type(key) is OffsetCommitKey:
-            self.offsets.replay(key, value)  # type: ignore[arg-type]
+            self.offsets.replay(key, value)  # type: ignore[arg-type]  # an OffsetCommitKey's value is one too
         elif type(key) is GroupMetadataKey:
-            self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]
+            self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]  # likewise, GroupMetadataValue
         else:
             self.consumer.replay(key, value)
 
@@ -113,6 +113,7 @@ class GroupCoordinator:
         # _replay's dispatch, inlined: most of a log is offset commits, and this loop runs per record.
         replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, True
         replay_consumer = self.consumer.replay
+        value: Any  # the value type that goes with the key's: the log's records are well formed
         try:
             for key, value in records:
                 if type(key) is OffsetCommitKey:
@@ -201,7 +202,9 @@ class GroupCoordinator:
         TIMER_RETRY_MS; any other exception is logged and counted, and the other timers go on.
         """
         group_id = key[1] if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str) else None
-        snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers) if self._may_empty(key) else None
+        snapshot = None
+        if group_id is not None and self._may_empty(key):
+            snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers)
         try:
             callback()
         except RecordBatchTooLarge as e:

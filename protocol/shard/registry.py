@@ -92,7 +92,7 @@ class TypedGroups(MutableMapping[str, G], Generic[G]):
         self._groups = groups
         self._kind = kind
 
-    def get(self, group_id: str, default: Any = None) -> Any:  # type: ignore[override]  # faster than the mixin's
+    def get(self, group_id: str, default: Any = None) -> Any:  # one lookup, not the mixin's two
         group = self._groups.get(group_id)
         return group if isinstance(group, self._kind) else default
 
@@ -109,7 +109,7 @@ class TypedGroups(MutableMapping[str, G], Generic[G]):
         self[group_id]  # KeyError unless it is one of ours
         del self._groups[group_id]
 
-    def pop(self, group_id: str, default: Any = None) -> Any:  # type: ignore[override]
+    def pop(self, group_id: str, default: Any = None) -> Any:
         group = self._groups.get(group_id)
         if not isinstance(group, self._kind):
             return default
@@ -117,7 +117,7 @@ class TypedGroups(MutableMapping[str, G], Generic[G]):
         return group
 
     def __contains__(self, group_id: object) -> bool:
-        return isinstance(self._groups.get(group_id), self._kind)  # type: ignore[arg-type]
+        return isinstance(group_id, str) and isinstance(self._groups.get(group_id), self._kind)
 
     def __iter__(self) -> Iterator[str]:
         kind = self._kind
@@ -127,12 +127,12 @@ class TypedGroups(MutableMapping[str, G], Generic[G]):
         kind = self._kind
         return sum(1 for g in self._groups.values() if isinstance(g, kind))
 
-    def values(self) -> list[G]:  # type: ignore[override]
+    def values(self) -> list[G]:  # type: ignore[override]  # a list, not a view: callers change groups as they go
         """The groups of this class, as a list (a snapshot)."""
         kind = self._kind
         return [g for g in self._groups.values() if isinstance(g, kind)]
 
-    def items(self) -> list[tuple[str, G]]:  # type: ignore[override]
+    def items(self) -> list[tuple[str, G]]:  # type: ignore[override]  # a list, not a view (as values)
         """(id, group) of this class, as a list (a snapshot)."""
         kind = self._kind
         return [(gid, g) for gid, g in self._groups.items() if isinstance(g, kind)]
