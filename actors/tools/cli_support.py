@@ -22,20 +22,23 @@ class CliError(click.ClickException):
     """A problem the user can fix; printed as one line, exit status 1."""
 
 
-def console() -> Console:
-    """A console wide enough that tables are not wrapped when the output is piped."""
-    width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 200
-    return Console(width=max(width, 100), highlight=False, soft_wrap=False)
+def console(width: int | None = None) -> Console:
+    """A console wide enough that tables are not wrapped when the output is piped (or exactly `width` wide)."""
+    if width is None:
+        width = max(shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 200, 100)
+    return Console(width=width, highlight=False, soft_wrap=False)
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Print rows under Kafka-style upper-case column headers ("-" where a value is unknown)."""
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+                width: int | None = None) -> None:
+    """Print rows under Kafka-style upper-case column headers ("-" where a value is unknown), at most `width`
+    columns wide if given."""
     table = Table(title=title, box=None, header_style="bold", pad_edge=False, show_edge=False)
     for c in columns:
         table.add_column(c, overflow="fold")
     for row in rows:
         table.add_row(*("-" if v is None or v == "" else str(v) for v in row))
-    console().print(table)
+    console(width).print(table)
 
 
 def init_ray(address: str | None, namespace: str) -> None:
