@@ -271,10 +271,11 @@ class Demo:
 
     def print_describe(self) -> None:
         from .cli_groups import print_offsets_table
+        from .demo_analysis import DEMO_WIDTH
 
         described = self.admin.describe_groups([GROUP])[GROUP]
         self.say(f"group {GROUP!r} is {described.group_state}:")
-        print_offsets_table(self.admin, described)
+        print_offsets_table(self.admin, described, width=DEMO_WIDTH)
 
     def summary(self, acked: int, verified: int) -> None:
         print()

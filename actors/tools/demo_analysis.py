@@ -51,8 +51,7 @@ def analyse_demo_run(
         say(f"   Spark {spark.version} is up after {time.monotonic() - started:.1f}s; analysing the history")
         analysis = analyze(spark, storage_path, history=history_path, groups=[group], progress=None)
         for report in analysis.render(REPORTS, limit=20).values():
-            columns, rows = fit_columns(report.columns, report.rows, DEMO_WIDTH)
-            print_table(report.title, columns, rows, width=DEMO_WIDTH)
+            print_table(report.title, report.columns, report.rows, width=DEMO_WIDTH, optional=OPTIONAL_COLUMNS)
         analysis.plot(plot_path, events=events)
         say(f"   plot of commit rate and lag, rebalances and the coordinator restart marked: {plot_path}")
         committed = {
@@ -68,27 +67,6 @@ def analyse_demo_run(
     finally:
         stop_spark()
     return _check(acked, committed, statuses, group_status)
-
-
-def table_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    """How many columns a table of these cells takes (two spaces between columns, as print_table sets it)."""
-    widths = [len(c) for c in columns]
-    for row in rows:
-        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-    return sum(widths) + 2 * max(len(widths) - 1, 0)
-
-
-def fit_columns(
-    columns: Sequence[str], rows: Sequence[Sequence[str]], width: int
-) -> tuple[list[str], list[list[str]]]:
-    """The report without its OPTIONAL_COLUMNS, in order, until it fits `width` (or none of them is left)."""
-    keep = list(range(len(columns)))
-    for name in OPTIONAL_COLUMNS:
-        if table_width([columns[i] for i in keep], [[r[i] for i in keep] for r in rows]) <= width:
-            break
-        if name in columns:
-            keep.remove(columns.index(name))
-    return [columns[i] for i in keep], [[r[i] for i in keep] for r in rows]
 
 
 def _check(
