@@ -21,8 +21,12 @@ REPORTS = ("partition_status", "group_status", "commits", "lag", "rebalances")
 # The demo's output fits this many columns; `groupcoord analyze` shows every column.
 DEMO_WIDTH = 120
 # What the demo leaves out, in this order, of a report wider than DEMO_WIDTH (the lists of Burrow's window first).
-OPTIONAL_COLUMNS = ("window_offsets", "window_lags", "recent_end_offsets", "window_start_ms", "max_lag_topic",
-                    "max_lag_partition", "worst_partition_status", "first_seen_ms", "last_commit_ms")
+OPTIONAL_COLUMNS = (
+    "window_offsets", "window_lags", "recent_end_offsets", "window_start_ms", "window_commits",  # partitions
+    "max_lag_topic", "max_lag_partition", "worst_partition_status",  # groups
+    "first_commit_ms", "last_commit_ms",  # commits (the age of the last one stays)
+    "first_seen_ms", "current_generation_since_ms",  # rebalances
+)
 
 
 def analyse_demo_run(
