@@ -146,7 +146,7 @@ def plot_timeseries(
         for ax in (rate_ax, lag_ax):
             ax.grid(True, alpha=0.3)
         if len(series) or marked:
-            rate_ax.legend(loc="upper left", fontsize="small", ncol=2)
+            rate_ax.legend(loc="upper right", fontsize="small", ncol=2)
         fig.autofmt_xdate()
         fig.tight_layout()
         fig.savefig(path, format="png", dpi=100)
