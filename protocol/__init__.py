@@ -6,6 +6,7 @@ docs/clients.md ("the coordinator itself is a pure class you can drive directly"
 fit together is the Architecture section of README.md.
 """
 
+from .apis import Api
 from .config import GroupConfig
 from .errors import Errors
 from .messages import *  # noqa: F403  (every request and response; messages.__all__ lists them)
@@ -18,6 +19,7 @@ from .shard.log import MemoryLog, RecordBatchTooLarge, RecordLog
 from .values import GroupState, OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "Api",
     "Clock",
     "Deferred",
     "Errors",
