@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# mypy reads protocol/ and storage/ as groupcoord.protocol and groupcoord.storage through links (see [tool.mypy]).
+MYPY_SRC := $(VENV)/mypy-src/groupcoord
+
 test: $(STAMP)
 	$(BIN)/ruff check .
+	mkdir -p $(MYPY_SRC) && ln -sfn ../../../protocol $(MYPY_SRC)/protocol && ln -sfn ../../../storage $(MYPY_SRC)/storage
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
@@ -33,4 +38,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

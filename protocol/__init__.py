@@ -1,8 +1,12 @@
 """groupcoord.protocol: the pure group protocol (no Ray, no I/O, no wall clock inside the shard).
 
-Everything API.md names is importable from here.
+Every public name of the protocol is importable from here: the requests and responses (messages.py,
+consumer/messages.py), `GroupCoordinator` and what drives it (shard/). How to use them is in
+docs/clients.md ("the coordinator itself is a pure class you can drive directly"); how the sub-rooms
+fit together is the Architecture section of README.md.
 """
 
+from .apis import Api
 from .config import GroupConfig
 from .errors import Errors
 from .messages import *  # noqa: F403  (every request and response; messages.__all__ lists them)
@@ -15,6 +19,7 @@ from .shard.log import MemoryLog, RecordBatchTooLarge, RecordLog
 from .values import GroupState, OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "Api",
     "Clock",
     "Deferred",
     "Errors",

@@ -1,4 +1,7 @@
-"""Kept at the old path API.md names; the codec lives in `groupcoord.protocol.assignors.consumer_protocol`."""
+"""The consumer-protocol codec at its old import path, which its users know.
+
+The codec lives in `groupcoord.protocol.assignors.consumer_protocol`.
+"""
 
 from .assignors.consumer_protocol import (
     ASSIGNMENT_HIGHEST_VERSION,

@@ -10,7 +10,7 @@ so a batch is just records packed back to back and a streaming unpacker decodes 
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator, NamedTuple, Union
+from typing import Any, Iterable, Iterator, NamedTuple, Union
 
 import msgpack
 
@@ -96,6 +96,8 @@ class Record(NamedTuple):
 
 def record_to_obj(record: Record) -> list:
     """The msgpack-ready form of a record."""
+    key: Any
+    value: Any
     key, value = record
     if type(key) is OffsetCommitKey:
         v = None if value is None else [OFFSET_COMMIT_VALUE_VERSION, *value]

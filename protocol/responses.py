@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .apis import Api
 from .classic.group import ClassicGroup, Member
 from .consumer.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedConsumerGroup
 from .errors import Errors
@@ -65,7 +66,7 @@ def _group_ids(req: Any) -> list[str]:
 
 
 def _offset_keys(req: Any) -> list:
-    offsets = getattr(req, "offsets", None)
+    offsets: Any = getattr(req, "offsets", None)
     if not hasattr(offsets, "keys"):
         return []
     try:
@@ -75,25 +76,23 @@ def _offset_keys(req: Any) -> list:
 
 
 _ERROR_RESPONSES: dict[str, Callable[[Any, Errors], Any]] = {
-    "join_group": lambda r, e: join_error(e, _str_or(getattr(r, "member_id", ""))),
-    "sync_group": lambda r, e: sync_error(e),
-    "heartbeat": lambda r, e: HeartbeatResponse(e),
-    "leave_group": lambda r, e: LeaveGroupResponse(e, []),
-    "commit_offsets": lambda r, e: OffsetCommitResponse({tp: e for tp in _offset_keys(r)}),
-    "fetch_offsets": lambda r, e: OffsetFetchResponse(e, {}),
-    "list_groups": lambda r, e: ListGroupsResponse(e, []),
-    "describe_groups": lambda r, e: DescribeGroupsResponse(
+    Api.JOIN_GROUP: lambda r, e: join_error(e, _str_or(getattr(r, "member_id", ""))),
+    Api.SYNC_GROUP: lambda r, e: sync_error(e),
+    Api.HEARTBEAT: lambda r, e: HeartbeatResponse(e),
+    Api.LEAVE_GROUP: lambda r, e: LeaveGroupResponse(e, []),
+    Api.OFFSET_COMMIT: lambda r, e: OffsetCommitResponse({tp: e for tp in _offset_keys(r)}),
+    Api.OFFSET_FETCH: lambda r, e: OffsetFetchResponse(e, {}),
+    Api.LIST_GROUPS: lambda r, e: ListGroupsResponse(e, []),
+    Api.DESCRIBE_GROUPS: lambda r, e: DescribeGroupsResponse(
         [DescribedGroup(e, g, "", "", "", []) for g in _group_ids(r)]
     ),
-    "delete_groups": lambda r, e: DeleteGroupsResponse({g: e for g in _group_ids(r)}),
-    "delete_offsets": lambda r, e: OffsetDeleteResponse(e, {}),
-    "consumer_group_heartbeat": lambda r, e: ConsumerGroupHeartbeatResponse(e, None, None, 0, 0, None),
-    "consumer_group_describe": lambda r, e: ConsumerGroupDescribeResponse(
+    Api.DELETE_GROUPS: lambda r, e: DeleteGroupsResponse({g: e for g in _group_ids(r)}),
+    Api.OFFSET_DELETE: lambda r, e: OffsetDeleteResponse(e, {}),
+    Api.CONSUMER_GROUP_HEARTBEAT: lambda r, e: ConsumerGroupHeartbeatResponse(e, None, None, 0, 0, None),
+    Api.CONSUMER_GROUP_DESCRIBE: lambda r, e: ConsumerGroupDescribeResponse(
         [DescribedConsumerGroup(e, g) for g in _group_ids(r)]
     ),
 }
-
-APIS = tuple(_ERROR_RESPONSES)
 
 
 def response_error(response: Any) -> Errors:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .apis import Api
 from .consumer.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .errors import Errors
 from .messages import (
@@ -142,7 +143,7 @@ class RequestSpec:
 
 
 SPECS: dict[str, RequestSpec] = {
-    "join_group": RequestSpec(
+    Api.JOIN_GROUP: RequestSpec(
         JoinGroupRequest,
         NON_EMPTY_GROUP_ID,
         {
@@ -158,7 +159,7 @@ SPECS: dict[str, RequestSpec] = {
             "require_known_member_id": is_bool,
         },
     ),
-    "sync_group": RequestSpec(
+    Api.SYNC_GROUP: RequestSpec(
         SyncGroupRequest,
         NON_EMPTY_GROUP_ID,
         {
@@ -170,13 +171,13 @@ SPECS: dict[str, RequestSpec] = {
             "assignments": map_of(is_str, is_bytes),
         },
     ),
-    "heartbeat": RequestSpec(
+    Api.HEARTBEAT: RequestSpec(
         HeartbeatRequest,
         NON_EMPTY_GROUP_ID,
         {"generation_id": INT32, "member_id": is_str, "group_instance_id": is_opt_str},
     ),
-    "leave_group": RequestSpec(LeaveGroupRequest, NON_EMPTY_GROUP_ID, {"members": seq_of(MEMBER_IDENTITY)}),
-    "commit_offsets": RequestSpec(
+    Api.LEAVE_GROUP: RequestSpec(LeaveGroupRequest, NON_EMPTY_GROUP_ID, {"members": seq_of(MEMBER_IDENTITY)}),
+    Api.OFFSET_COMMIT: RequestSpec(
         OffsetCommitRequest,
         GROUP_ID,
         {
@@ -187,18 +188,18 @@ SPECS: dict[str, RequestSpec] = {
             "retention_time_ms": RETENTION_MS,
         },
     ),
-    "fetch_offsets": RequestSpec(
+    Api.OFFSET_FETCH: RequestSpec(
         OffsetFetchRequest,
         GROUP_ID,
         {"partitions": lambda v: v is None or seq_of(TOPIC_PARTITION)(v), "require_stable": is_bool},
     ),
-    "list_groups": RequestSpec(
+    Api.LIST_GROUPS: RequestSpec(
         ListGroupsRequest, NO_GROUP_ID, {"states_filter": seq_of(is_str), "types_filter": seq_of(is_str)}
     ),
-    "describe_groups": RequestSpec(DescribeGroupsRequest, GROUP_IDS, {}),
-    "delete_groups": RequestSpec(DeleteGroupsRequest, GROUP_IDS, {}),
-    "delete_offsets": RequestSpec(OffsetDeleteRequest, NON_EMPTY_GROUP_ID, {"partitions": seq_of(TOPIC_PARTITION)}),
-    "consumer_group_heartbeat": RequestSpec(
+    Api.DESCRIBE_GROUPS: RequestSpec(DescribeGroupsRequest, GROUP_IDS, {}),
+    Api.DELETE_GROUPS: RequestSpec(DeleteGroupsRequest, GROUP_IDS, {}),
+    Api.OFFSET_DELETE: RequestSpec(OffsetDeleteRequest, NON_EMPTY_GROUP_ID, {"partitions": seq_of(TOPIC_PARTITION)}),
+    Api.CONSUMER_GROUP_HEARTBEAT: RequestSpec(
         ConsumerGroupHeartbeatRequest,
         GROUP_ID,  # an empty one gets INVALID_REQUEST from the handler, with Kafka's message
         {
@@ -215,7 +216,7 @@ SPECS: dict[str, RequestSpec] = {
             "client_host": is_str,
         },
     ),
-    "consumer_group_describe": RequestSpec(ConsumerGroupDescribeRequest, GROUP_IDS, {}),
+    Api.CONSUMER_GROUP_DESCRIBE: RequestSpec(ConsumerGroupDescribeRequest, GROUP_IDS, {}),
 }
 
 
@@ -229,7 +230,7 @@ def _validate(api: str, req: Any) -> Errors | None:
         if error is not None:
             return error
     elif rule == GROUP_IDS:
-        group_ids = getattr(req, "group_ids", None)
+        group_ids: Any = getattr(req, "group_ids", None)
         if not _is_seq(group_ids):
             return Errors.INVALID_REQUEST
         for group_id in group_ids:
@@ -272,26 +273,26 @@ def _too_long(s: str | None, limit: int) -> bool:
 
 def _names_and_count(api: str, req: Any) -> tuple[list[str | None], list[str], int, str]:
     """The request's names held to max_name_bytes, its member ids, and how many items it carries under which limit."""
-    if api == "join_group":
+    if api == Api.JOIN_GROUP:
         names = [req.group_instance_id, req.protocol_type, req.client_id, req.client_host, req.reason]
         return [*names, *(n for n, _ in req.protocols)], [req.member_id], len(req.protocols), "max_protocols"
-    if api == "sync_group":
+    if api == Api.SYNC_GROUP:
         names = [req.group_instance_id, req.protocol_type, req.protocol_name]
         return names, [req.member_id, *req.assignments], len(req.assignments), "max_items_per_request"
-    if api == "heartbeat":
+    if api == Api.HEARTBEAT:
         return [req.group_instance_id], [req.member_id], 0, "max_items_per_request"
-    if api == "leave_group":
+    if api == Api.LEAVE_GROUP:
         names = [x for m in req.members for x in (m.group_instance_id, m.reason)]
         return names, [m.member_id for m in req.members], len(req.members), "max_items_per_request"
-    if api == "commit_offsets":
+    if api == Api.OFFSET_COMMIT:
         names = [req.group_instance_id, *{tp[0] for tp in req.offsets}]
         return names, [req.member_id], len(req.offsets), "max_partitions_per_request"
-    if api in ("fetch_offsets", "delete_offsets"):
+    if api in (Api.OFFSET_FETCH, Api.OFFSET_DELETE):
         partitions = req.partitions or ()
         return list({tp[0] for tp in partitions}), [], len(partitions), "max_partitions_per_request"
-    if api in ("describe_groups", "delete_groups", "consumer_group_describe"):
+    if api in (Api.DESCRIBE_GROUPS, Api.DELETE_GROUPS, Api.CONSUMER_GROUP_DESCRIBE):
         return [], [], len(req.group_ids), "max_items_per_request"
-    if api == "consumer_group_heartbeat":
+    if api == Api.CONSUMER_GROUP_HEARTBEAT:
         names = [req.instance_id, req.rack_id, req.subscribed_topic_regex, req.server_assignor, req.client_id,
                  req.client_host, *(req.subscribed_topic_names or ()), *{tp[0] for tp in req.topic_partitions or ()}]
         count = len(req.topic_partitions or ()) + len(req.subscribed_topic_names or ())
@@ -313,10 +314,10 @@ def _limits_error(api: str, req: Any, config: Any) -> Errors | None:
     ):
         log.info("rejecting %s: an id, name or reason longer than %d bytes", api, config.max_name_bytes)
         return Errors.INVALID_REQUEST
-    if api == "join_group" and sum(len(meta) for _, meta in req.protocols) > config.max_metadata_bytes:
+    if api == Api.JOIN_GROUP and sum(len(meta) for _, meta in req.protocols) > config.max_metadata_bytes:
         log.info("rejecting JoinGroup of %r: protocol metadata over %d bytes", req.group_id, config.max_metadata_bytes)
         return Errors.INVALID_REQUEST
-    if api == "sync_group" and any(len(a) > config.max_assignment_bytes for a in req.assignments.values()):
+    if api == Api.SYNC_GROUP and any(len(a) > config.max_assignment_bytes for a in req.assignments.values()):
         log.info("rejecting SyncGroup of %r: an assignment over %d bytes", req.group_id, config.max_assignment_bytes)
         return Errors.INVALID_REQUEST
     return None

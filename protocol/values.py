@@ -31,5 +31,12 @@ class GroupState(enum.StrEnum):
     DEAD = "Dead"
 
 
+class GroupType(enum.StrEnum):
+    """Which protocol a group speaks; values are Kafka's group type names (ListGroups' GroupType)."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""

@@ -70,9 +70,11 @@ class Analysis:
         chosen = list(frames) if names is None else list(names)
         return {name: render_rows(frames[name], title=REPORT_TITLES[name], limit=limit) for name in chosen}
 
-    def plot(self, path: str | Path, **options: Any) -> Path:
-        """Commit rate and lag over time per group as a PNG (see plot.plot_report)."""
-        return plot_report(self.loaded.commits, self.samples, path, now_ms=self.now_ms, **options)
+    def plot(self, path: str | Path, *, events: Sequence[tuple[int, str]] = (), **options: Any) -> Path:
+        """Commit rate and lag over time per group as a PNG (see plot.plot_report), with every rebalance (the
+        start of a generation) of the plotted groups marked, and `events` (time in ms, kind) too."""
+        return plot_report(self.loaded.commits, self.samples, path, now_ms=self.now_ms, events=events,
+                           rebalances=self.rebalance_history, **options)
 
 
 def wall_clock_ms() -> int:

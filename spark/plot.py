@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -91,8 +91,32 @@ def _end_offset_series(samples: pa.Table | None) -> dict[tuple[str, int], tuple[
     }
 
 
-def plot_timeseries(series: pd.DataFrame, path: str | Path, *, title: str = "groupcoord: consumer groups") -> Path:
-    """Draw commit rate (top) and lag (bottom) per group over time into a PNG at `path`."""
+# How each kind of event is marked: line style, colour, and the legend's words.
+EVENT_STYLES = {
+    "rebalance": {"linestyle": "--", "color": "0.35", "linewidth": 1.0, "label": "rebalance (new generation)"},
+    "coordinator restart": {"linestyle": "-", "color": "tab:red", "linewidth": 1.6, "label": "coordinator restart"},
+}
+
+
+def rebalance_events(rebalance_history: Any, groups: Sequence[str] | None = None) -> list[tuple[int, str]]:
+    """(time in ms, "rebalance") of every generation's start in a rebalance history (Spark), of `groups` if given."""
+    rows = rebalance_history.select("group", "started_ms").collect()
+    return sorted((int(r["started_ms"]), "rebalance") for r in rows
+                  if r["started_ms"] is not None and (groups is None or r["group"] in groups))
+
+
+def plot_timeseries(
+    series: pd.DataFrame,
+    path: str | Path,
+    *,
+    title: str = "groupcoord: consumer groups",
+    events: Sequence[tuple[int, str]] = (),
+) -> Path:
+    """Draw commit rate (top) and lag (bottom) per group over time into a PNG at `path`.
+
+    `events` are (time in ms, kind) marked on both plots as vertical lines, one legend entry per kind
+    (EVENT_STYLES: "rebalance", "coordinator restart"; another kind gets a dotted line).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,14 +131,22 @@ def plot_timeseries(series: pd.DataFrame, path: str | Path, *, title: str = "gro
             lag = pd.to_numeric(g["lag"], errors="coerce")
             if lag.notna().any():
                 lag_ax.step(t, lag, where="post", label=str(group))
+        marked: set[str] = set()
+        for at_ms, kind in sorted(events):
+            style = dict(EVENT_STYLES.get(kind, {"linestyle": ":", "color": "tab:purple", "label": kind}))
+            label = style.pop("label")
+            when = pd.to_datetime(at_ms, unit="ms", utc=True)
+            for ax in (rate_ax, lag_ax):
+                ax.axvline(when, **style, label="_nolegend_" if kind in marked or ax is lag_ax else label)
+            marked.add(kind)
         rate_ax.set_ylabel("commits / s")
         rate_ax.set_title(title)
         lag_ax.set_ylabel("lag (offsets)")
         lag_ax.set_xlabel("time (UTC)")
         for ax in (rate_ax, lag_ax):
             ax.grid(True, alpha=0.3)
-        if len(series):
-            rate_ax.legend(loc="upper left", fontsize="small", ncol=2)
+        if len(series) or marked:
+            rate_ax.legend(loc="upper right", fontsize="small", ncol=2)
         fig.autofmt_xdate()
         fig.tight_layout()
         fig.savefig(path, format="png", dpi=100)
@@ -132,7 +164,13 @@ def plot_report(
     now_ms: int | None = None,
     buckets: int = 60,
     max_groups: int = 8,
+    events: Sequence[tuple[int, str]] = (),
+    rebalances: Any = None,
 ) -> Path:
-    """Commit rate and lag over time per group (the busiest `max_groups`) as a PNG at `path`."""
+    """Commit rate and lag over time per group (the busiest `max_groups`) as a PNG at `path`, with `events` and
+    the rebalances of the plotted groups (from a rebalance history, reports.rebalance_history) marked."""
     series = activity_timeseries(commits, samples, now_ms=now_ms, buckets=buckets, max_groups=max_groups)
-    return plot_timeseries(series, path)
+    marks = list(events)
+    if rebalances is not None and len(series):
+        marks += rebalance_events(rebalances, sorted(set(series["group"])))
+    return plot_timeseries(series, path, events=marks)

@@ -84,9 +84,3 @@ def table_to_ipc(table: pa.Table) -> bytes:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
-
-
-def ipc_to_table(data: bytes) -> pa.Table:
-    """The table held in an Arrow IPC stream written by table_to_ipc."""
-    return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
-

@@ -202,7 +202,7 @@ class Compactor:
                     ts = entry.timestamp_ms
                     for record in decoder.decode(entry):
                         key = record.key
-                        k = (type(key), key)
+                        k: tuple[type, object] = (type(key), key)
                         latest[k] = offset
                         if record.value is None:
                             tombstones[k] = ts
@@ -217,8 +217,8 @@ class Compactor:
         keep = []
         dropped = 0
         for k, offset in latest.items():
-            ts = tombstones.get(k)
-            if ts is not None and ts < cutoff and offset < end:
+            dropped_at = tombstones.get(k)
+            if dropped_at is not None and dropped_at < cutoff and offset < end:
                 dropped += 1
             else:
                 keep.append(offset)

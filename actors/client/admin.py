@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 import ray
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.apis import Api
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DescribedGroup,
@@ -54,7 +55,7 @@ class AdminClient:
     def list_groups(self, states: Iterable[str] | None = None, types: Iterable[str] | None = None) -> list[ListedGroup]:
         """Every group of the service, optionally only those in the given states."""
         response = self._router(
-            "list_groups",
+            Api.LIST_GROUPS,
             ListGroupsRequest(tuple(self._names(states or (), "states")), tuple(self._names(types or (), "types"))),
         )
         raise_for(response.error, "listing groups: some partitions could not answer; retry")
@@ -63,7 +64,7 @@ class AdminClient:
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
         """Group id → description (an unknown group is described as state "Dead")."""
         ids = self._names(group_ids, "group_ids")
-        response = self._router("describe_groups", DescribeGroupsRequest(ids))
+        response = self._router(Api.DESCRIBE_GROUPS, DescribeGroupsRequest(ids))
         out = {d.group_id: d for d in response.groups}
         for d in response.groups:
             raise_for(d.error, f"describing group {d.group_id!r}")
@@ -72,7 +73,7 @@ class AdminClient:
     def delete_groups(self, group_ids: Iterable[str]) -> None:
         """Delete Empty groups with their offsets; raises naming every group that could not be deleted."""
         ids = self._names(group_ids, "group_ids")
-        results = self._router("delete_groups", DeleteGroupsRequest(ids)).results
+        results = self._router(Api.DELETE_GROUPS, DeleteGroupsRequest(ids)).results
         failed = {g: e for g, e in results.items() if e != Errors.NONE}
         if failed:
             first = next(iter(failed.values()))
@@ -84,7 +85,7 @@ class AdminClient:
         members = [
             MemberIdentity("", iid, "removed by admin") for iid in self._names(group_instance_ids, "group_instance_ids")
         ]
-        response = self._group(group_id).call("leave_group", LeaveGroupRequest(group_id, members))
+        response = self._group(group_id).call(Api.LEAVE_GROUP, LeaveGroupRequest(group_id, members))
         raise_for(response.error, f"removing members from {group_id!r}")
         failed = [m for m in response.members if m.error != Errors.NONE]
         if failed:
@@ -101,7 +102,7 @@ class AdminClient:
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (of the given partitions, or all); uncommitted ones are left out."""
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        response = self._group(group_id).call("fetch_offsets", OffsetFetchRequest(group_id, tps))
+        response = self._group(group_id).call(Api.OFFSET_FETCH, OffsetFetchRequest(group_id, tps))
         raise_for(response.error, f"fetching offsets of {group_id!r}")
         return {
             tp: OffsetAndMetadata(p.offset, p.metadata, p.leader_epoch)
@@ -112,7 +113,7 @@ class AdminClient:
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any]) -> None:
         """Set committed offsets of a group that has no active members (as Kafka, Empty groups only)."""
         normalized = normalize_offsets(offsets)
-        response = self._group(group_id).call("commit_offsets", OffsetCommitRequest(group_id, normalized))
+        response = self._group(group_id).call(Api.OFFSET_COMMIT, OffsetCommitRequest(group_id, normalized))
         failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
         if not failed:
             return
@@ -127,7 +128,7 @@ class AdminClient:
     def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """Delete committed offsets of some partitions (not of topics an active consumer group subscribes to)."""
         tps = [TopicPartition(*tp) for tp in partitions]
-        response = self._group(group_id).call("delete_offsets", OffsetDeleteRequest(group_id, tps))
+        response = self._group(group_id).call(Api.OFFSET_DELETE, OffsetDeleteRequest(group_id, tps))
         raise_for(response.error, f"deleting offsets of {group_id!r}")
         failed = {tp: e for tp, e in response.errors.items() if e != Errors.NONE}
         if failed:

@@ -18,10 +18,12 @@ from typing import Any
 
 import ray
 
+from groupcoord.protocol.apis import Api
+
 log = logging.getLogger(__name__)
 
 # Requests that a partition actor answers without parking them, so a batch never waits on a rebalance.
-COALESCED_APIS = frozenset({"heartbeat", "commit_offsets", "fetch_offsets", "consumer_group_heartbeat"})
+COALESCED_APIS = frozenset({Api.HEARTBEAT, Api.OFFSET_COMMIT, Api.OFFSET_FETCH, Api.CONSUMER_GROUP_HEARTBEAT})
 # A batch unanswered for this long is given up (its callers get GetTimeoutError) so that later ones can go.
 _ABANDON_AFTER_S = 60.0
 

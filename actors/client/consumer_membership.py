@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 import ray
 
 from groupcoord.protocol import Errors, TopicPartition
+from groupcoord.protocol.apis import Api
 from groupcoord.protocol.consumer.messages import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -154,7 +155,7 @@ class ConsumerMembership:
             self.last_heartbeat = time.monotonic()
             request = self._request()
             try:
-                response = self.client.call_once("consumer_group_heartbeat", request, timeout_s=timeout_s)
+                response = self.client.call_once(Api.CONSUMER_GROUP_HEARTBEAT, request, timeout_s=timeout_s)
             except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
                 log.debug("heartbeat of %s to %s failed (%r)", self.member_id, self.group_id, e)
                 return
@@ -233,7 +234,7 @@ class ConsumerMembership:
         )
         log.info("member %s leaves %s: %s", member_id, self.group_id, reason)
         try:
-            self.client.call("consumer_group_heartbeat", request, timeout_s=self.client.request_timeout_s)
+            self.client.call(Api.CONSUMER_GROUP_HEARTBEAT, request, timeout_s=self.client.request_timeout_s)
         except Exception as e:  # best effort: the session timeout removes us anyway
             log.info("leaving %s failed: %r", self.group_id, e)
         with self._lock:

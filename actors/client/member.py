@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 import ray
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.apis import Api
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 from .consumer_membership import ConsumerMembership, run_heartbeats
@@ -235,7 +236,7 @@ class GroupMember:
         self._run_commit_callbacks()
         offsets = self._owned_positions() if offsets is None else normalize_offsets(offsets)
         if offsets:
-            self._check_commit(self.client.call("commit_offsets", self._commit_request(offsets)))
+            self._check_commit(self.client.call(Api.OFFSET_COMMIT, self._commit_request(offsets)))
 
     def commit_async(self, offsets: Offsets | None = None, callback: CommitCallback | None = None) -> None:
         """Send a commit without waiting; `callback(offsets, error)` runs in a later poll(), in commit order.
@@ -245,7 +246,7 @@ class GroupMember:
         self._check_open()
         offsets = self._owned_positions() if offsets is None else normalize_offsets(offsets)
         if offsets:
-            future = self.client.coalescer().submit("commit_offsets", self._commit_request(offsets))
+            future = self.client.coalescer().submit(Api.OFFSET_COMMIT, self._commit_request(offsets))
             self._async_commits.append((offsets, callback, future))
 
     def _wait_async_commits(self, timeout_s: float | None) -> bool:
@@ -272,7 +273,7 @@ class GroupMember:
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The committed offsets of these partitions (None where nothing is committed)."""
         tps = [TopicPartition(*tp) for tp in partitions]
-        response = self.client.call("fetch_offsets", OffsetFetchRequest(self.group_id, tps))
+        response = self.client.call(Api.OFFSET_FETCH, OffsetFetchRequest(self.group_id, tps))
         if response.error != Errors.NONE:
             raise error_for(response.error, f"fetching offsets of group {self.group_id!r}")
         out: dict[TopicPartition, OffsetAndMetadata | None] = {}
@@ -320,14 +321,16 @@ class GroupMember:
         if request is None:
             return
         try:
-            error = self.client.call_once("heartbeat", request, timeout_s=self.heartbeat_interval_s * 2).error
+            error = self.client.call_once(Api.HEARTBEAT, request, timeout_s=self.heartbeat_interval_s * 2).error
         except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
             log.debug("heartbeat of %s failed (%r); coordinator may be restarting", m.member_id, e)
             return
         m.on_heartbeat(request, error)
 
     def _consumer_heartbeat_loop(self) -> None:
-        run_heartbeats(self.membership, self._stop, self._poll_is_recent)  # type: ignore[arg-type]
+        membership = self.membership
+        assert isinstance(membership, ConsumerMembership), "runs only for group_protocol='consumer'"
+        run_heartbeats(membership, self._stop, self._poll_is_recent)
 
     def _poll_is_recent(self) -> bool:
         """Whether poll() ran within max_poll_interval_ms; if not, the member leaves the group (Kafka's rule)."""

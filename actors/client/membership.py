@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Iterable, Protocol
 
 from groupcoord.protocol import Errors, TopicPartition
+from groupcoord.protocol.apis import Api
 from groupcoord.protocol.assignors import Assignor, RebalanceProtocol, get_assignor
 from groupcoord.protocol.assignors.consumer_protocol import (
     Subscription,
@@ -248,12 +249,12 @@ class Membership:
                     self._rejoin_needed = False
                     self._epoch += 1
                     epoch = self._epoch
-                exchange = self._exchange = self._send("join_group", self._join_request(), epoch)
+                exchange = self._exchange = self._send(Api.JOIN_GROUP, self._join_request(), epoch)
             response = self._collect(exchange, deadline)
             self._exchange = None
             if response is _RETRY:
                 continue
-            if exchange.method == "join_group":
+            if exchange.method == Api.JOIN_GROUP:
                 join = self._on_join(response)
                 if join is not None:
                     assignments = self._leader.assign(self.protocol_name or "", join.members) if self.is_leader else {}
@@ -266,7 +267,7 @@ class Membership:
                         join.protocol_name,
                         assignments,
                     )
-                    self._exchange = self._send("sync_group", request, exchange.epoch)
+                    self._exchange = self._send(Api.SYNC_GROUP, request, exchange.epoch)
                 continue
             if self._on_sync(response):
                 return
@@ -420,7 +421,7 @@ class Membership:
         if member_id and self.group_instance_id is None:
             request = LeaveGroupRequest(self.group_id, [MemberIdentity(member_id, None, reason)])
             try:
-                self.client.call("leave_group", request, timeout_s=self.client.request_timeout_s)
+                self.client.call(Api.LEAVE_GROUP, request, timeout_s=self.client.request_timeout_s)
             except Exception as e:  # leaving is best effort; the session timeout removes us anyway
                 log.info("LeaveGroup of %s failed: %r", self.group_id, e)
 

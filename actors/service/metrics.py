@@ -76,8 +76,15 @@ CATALOG: tuple[MetricSpec, ...] = (
              "(nothing removed; the next pass tries again)."),
     _counter("groupcoord_timer_failures_total", "Timer callbacks (session expiry, join/sync completion, retention) "
              "that failed; each is logged and the other timers go on."),
-    _gauge("groupcoord_groups", "Groups by state: Kafka's NumGroups<State>.", ("partition", "state")),
-    _gauge("groupcoord_members", "Members of the partition's classic groups."),
+    _counter("groupcoord_refused_writes_total", "Requests whose records the log refused (too large a batch); each "
+             "was answered UNKNOWN_SERVER_ERROR and changed nothing."),
+    _counter("groupcoord_request_failures_total", "Requests whose handler raised (a bug or broken storage), by API; "
+             "each was logged with its traceback and answered UNKNOWN_SERVER_ERROR, the others of its batch were "
+             "not affected.", ("partition", "api")),
+    _gauge("groupcoord_groups", "Groups of both protocols by state: Kafka's NumGroups<State> (classic: Empty, "
+           "PreparingRebalance, CompletingRebalance, Stable, Dead; consumer: also Assigning, Reconciling).",
+           ("partition", "state")),
+    _gauge("groupcoord_members", "Members of the partition's groups, classic and consumer."),
     _gauge("groupcoord_offsets", "Committed offsets held: Kafka's NumOffsets."),
     _gauge("groupcoord_purgatory_size", "Armed delayed operations by kind (heartbeat = session timers, join, sync, "
            "offsets-retention).", ("partition", "kind")),

@@ -13,13 +13,42 @@ import time
 from typing import Any
 
 from groupcoord.protocol import Deferred, Errors, partition_for
+from groupcoord.protocol.apis import Api
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.messages import ListGroupsRequest
-from groupcoord.protocol.responses import APIS, error_response
+from groupcoord.protocol.consumer.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from groupcoord.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from groupcoord.protocol.responses import error_response
 
 from .logs import configure_service_logging
 from .names import ROUTER_NAME
 from .partition_runtime import PartitionRuntime
+from .process_exit import EXIT_CRASH, exit_process
 from .spec import Observability, ServiceSpec
 from .telemetry import PartitionTelemetry
 
@@ -29,17 +58,17 @@ log = logging.getLogger(__name__)
 _BATCH_YIELD_S = 0.002
 
 # The requests `batch` accepts: the GroupCoordinator's request handlers.
-_BATCH_APIS = frozenset(APIS)
+_BATCH_APIS = frozenset(Api)
 
 # How often a heartbeat naming a topic the shard does not know may ask the router again.
 _TOPIC_REFRESH_S = 1.0
 
 
 def _group_ids_of(api: str, req: Any) -> list[str]:
-    if api in ("describe_groups", "delete_groups", "consumer_group_describe"):
+    if api in (Api.DESCRIBE_GROUPS, Api.DELETE_GROUPS, Api.CONSUMER_GROUP_DESCRIBE):
         ids = getattr(req, "group_ids", ())
         return [g for g in ids if isinstance(g, str)] if isinstance(ids, (list, tuple)) else []
-    if api == "list_groups":
+    if api == Api.LIST_GROUPS:
         return []
     gid = getattr(req, "group_id", None)
     return [gid] if isinstance(gid, str) else []
@@ -85,10 +114,15 @@ class PartitionActor:
                 return error_response(api, req, Errors.NOT_COORDINATOR)
         coord = self.runtime.coord
         if coord is None:
-            if api == "heartbeat":
+            if api == Api.HEARTBEAT:
                 return error_response(api, req, Errors.NONE)  # Kafka answers heartbeats blindly
             return error_response(api, req, Errors.COORDINATOR_LOAD_IN_PROGRESS)
-        return getattr(coord, api)(req)
+        try:
+            return getattr(coord, api)(req)
+        except Exception:
+            # The one place an exception becomes an answer: this request's, never its batch's neighbours'.
+            self.telemetry.request_failed(api, req)
+            return error_response(api, req, Errors.UNKNOWN_SERVER_ERROR)
 
     async def _call(self, api: str, req: Any) -> Any:
         started = time.perf_counter()
@@ -97,14 +131,58 @@ class PartitionActor:
         self.telemetry.request(api, req, response, time.perf_counter() - started)
         return response
 
-    async def list_groups(self, req: ListGroupsRequest | None = None) -> Any:
-        """Kafka's ListGroups over this partition's groups (every group when `req` is None)."""
-        return await self._call("list_groups", req if req is not None else ListGroupsRequest())
+    # --- the remote API: one method per request; each answers once its records are durable -------------
 
-    async def consumer_group_heartbeat(self, req: Any) -> Any:
-        """The shard's ConsumerGroupHeartbeat, once the shard knows the topics the request subscribes to."""
+    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
+        """JoinGroup: join or rejoin a classic group; parks until the rebalance's join phase completes."""
+        return await self._call(Api.JOIN_GROUP, req)
+
+    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
+        """SyncGroup: the member's assignment of the current generation (the leader sends everyone's)."""
+        return await self._call(Api.SYNC_GROUP, req)
+
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+        """Heartbeat: keep a classic member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+        return await self._call(Api.HEARTBEAT, req)
+
+    async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
+        """LeaveGroup: remove members (by member id or static instance id) from a classic group."""
+        return await self._call(Api.LEAVE_GROUP, req)
+
+    async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+        """OffsetCommit: store a group's offsets, answered once they are durable."""
+        return await self._call(Api.OFFSET_COMMIT, req)
+
+    async def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+        """OffsetFetch: a group's committed offsets (all, or of the partitions named)."""
+        return await self._call(Api.OFFSET_FETCH, req)
+
+    async def list_groups(self, req: ListGroupsRequest | None = None) -> ListGroupsResponse:
+        """ListGroups over this partition's groups of both protocols (every group when `req` is None)."""
+        return await self._call(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest())
+
+    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+        """DescribeGroups: classic groups' state, protocol and members, in request order."""
+        return await self._call(Api.DESCRIBE_GROUPS, req)
+
+    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        """DeleteGroups: remove empty groups with their offsets; a result per group id."""
+        return await self._call(Api.DELETE_GROUPS, req)
+
+    async def delete_offsets(self, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+        """OffsetDelete: remove a group's offsets of topics it does not consume (KIP-496)."""
+        return await self._call(Api.OFFSET_DELETE, req)
+
+    async def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+        """ConsumerGroupHeartbeat (KIP-848), once the shard knows the topics the request subscribes to."""
         await self._ensure_topics([req])
-        return await self._call("consumer_group_heartbeat", req)
+        return await self._call(Api.CONSUMER_GROUP_HEARTBEAT, req)
+
+    async def consumer_group_describe(self, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+        """ConsumerGroupDescribe (KIP-848): consumer groups' epochs, assignor and members, in request order."""
+        return await self._call(Api.CONSUMER_GROUP_DESCRIBE, req)
+
+    # --- topics and batches ----------------------------------------------------------------------
 
     async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
         """Topic partition counts from the router (pushed when topics are created or grow)."""
@@ -145,7 +223,7 @@ class PartitionActor:
         if not all(type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
             raise ValueError(f"a batch holds (api, request) pairs with api one of {sorted(_BATCH_APIS)}")
         arrived = time.perf_counter()
-        heartbeats = [req for api, req in calls if api == "consumer_group_heartbeat"]
+        heartbeats = [req for api, req in calls if api == Api.CONSUMER_GROUP_HEARTBEAT]
         if heartbeats:
             await self._ensure_topics(heartbeats)
         results: list[Any] = []
@@ -192,7 +270,7 @@ class PartitionActor:
             "load_ms": rt.load_ms,
             "load_cpu_ms": rt.load_cpu_ms,
             "records_replayed": rt.records_replayed,
-            "groups": gauges.groups + len(coord.consumer.groups) if gauges is not None and coord is not None else 0,
+            "groups": gauges.groups if gauges is not None else 0,
             "groups_by_state": dict(gauges.groups_by_state) if gauges is not None else {},
             "members": gauges.members if gauges is not None else 0,
             "offsets": gauges.offsets if gauges is not None else 0,
@@ -222,23 +300,9 @@ class PartitionActor:
 
     async def crash(self) -> None:
         """End this process at once, as a crash would (for fault tests and the demo)."""
-        os._exit(1)
+        exit_process(EXIT_CRASH)
 
     async def close(self) -> None:
         """Stop serving and close the log; for an in-process PartitionActor (benchmarks, tests), not over Ray."""
         await self.runtime.close()
 
-
-def _remote_api(api: str) -> Any:
-    async def handle(self: PartitionActor, req: Any) -> Any:
-        return await self._call(api, req)
-
-    handle.__name__ = handle.__qualname__ = api
-    handle.__doc__ = f"The shard's `{api}`: the response once its records (and every earlier write) are durable."
-    return handle
-
-
-# One remote method per request handler of the shard (join_group, sync_group, heartbeat, commit_offsets, ...).
-for _api in APIS:
-    if not hasattr(PartitionActor, _api):
-        setattr(PartitionActor, _api, _remote_api(_api))

@@ -24,6 +24,7 @@ from groupcoord.storage import StorageRoot
 from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
+from .process_exit import EXIT_FAILURE, exit_process
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
 
@@ -36,7 +37,6 @@ COMPACTION_CHECK_INTERVAL_S = 60.0
 # one timer) before it yields to requests, as `batch` does.
 TIMER_TURN_S = 0.002
 
-_STORAGE_FAILURE_EXIT_CODE = 70
 _REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router why
 
 # The shard's state is millions of small objects without reference cycles, which Python's cyclic
@@ -121,8 +121,7 @@ class PartitionRuntime:
         log.critical("partition %d: storage failure, exiting for a restart: %r", self.partition, error)
         if self.spec.namespace is not None:
             self._report_failure(f"storage failure: {type(error).__name__}: {error}")
-        logging.shutdown()
-        os._exit(_STORAGE_FAILURE_EXIT_CODE)
+        exit_process(EXIT_FAILURE)
 
     def _report_failure(self, reason: str) -> None:
         """Tell the service's router why this partition fails, for clients and `groupcoord status` (best effort)."""
@@ -172,12 +171,16 @@ class PartitionRuntime:
         self._wake_for_timers()
 
     def _wake_for_timers(self) -> None:
-        deadline = self.coord.next_deadline()  # type: ignore[union-attr]
+        coord = self.coord
+        assert coord is not None, "called only while serving"
+        deadline = coord.next_deadline()
         if deadline is not None and deadline < self._sleep_until:
             self._wake.set()
 
     def _kick_flush(self) -> None:
-        runtime = self.coord.runtime  # type: ignore[union-attr]
+        coord = self.coord
+        assert coord is not None, "called only while serving"
+        runtime = coord.runtime
         if runtime.end_offset > runtime.durable_offset and not self._flushing:
             self._flushing = True
             self.loop.create_task(self._flush())

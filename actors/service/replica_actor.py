@@ -39,6 +39,7 @@ from groupcoord.storage.truncation import TruncationError, truncate_partition_di
 from .names import ROUTER_NAME
 from .partition_actor import PartitionActor
 from .partition_runtime import PartitionRuntime
+from .process_exit import EXIT_DEPOSED, EXIT_FAILURE, exit_process
 from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
@@ -48,8 +49,6 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.1  # how often a leader contacts its followers when idle
 LEADER_TIMEOUT_S = 0.6  # a follower that hears nothing from a leader for this long (6 heartbeats) asks for an election
-_DEPOSED_EXIT_CODE = 75
-_WATCH_FAILURE_EXIT_CODE = 70
 NODE_ID_FIELD = "{node_id}"
 
 
@@ -199,7 +198,7 @@ class ReplicaActor(PartitionActor):
             await self._save(EpochState(epoch, self.state.history))
             if self.runtime is not None:
                 log.warning("partition %d leader %s deposed by epoch %d", self.partition, self.replica_id, epoch)
-                self.loop.call_later(0.05, os._exit, _DEPOSED_EXIT_CODE)
+                self.loop.call_later(0.05, exit_process, EXIT_DEPOSED)
             self._last_contact = time.monotonic()
             return {"ok": True, "replica_id": self.replica_id, "last_epoch": self.state.last_epoch(self.end),
                     "end": self.end, "leading": self.runtime is not None}
@@ -265,8 +264,7 @@ class ReplicaActor(PartitionActor):
     def _watch_failed(self, error: BaseException) -> None:
         log.critical("partition %d: replica %s cannot watch its leader, exiting: %r", self.partition,
                      self.replica_id, error)
-        logging.shutdown()
-        os._exit(_WATCH_FAILURE_EXIT_CODE)
+        exit_process(EXIT_FAILURE)
 
     # --- following ---------------------------------------------------------------------------------------
 
@@ -276,7 +274,7 @@ class ReplicaActor(PartitionActor):
             if epoch <= self.rlog.epoch:
                 return {"fenced": self.rlog.epoch}
             log.warning("partition %d leader %s deposed by epoch %d", self.partition, self.replica_id, epoch)
-            self.loop.call_later(0.05, os._exit, _DEPOSED_EXIT_CODE)
+            self.loop.call_later(0.05, exit_process, EXIT_DEPOSED)
             return {"retry": True}  # as a follower, after the restart
         if epoch < self.state.promised_epoch:
             return {"fenced": self.state.promised_epoch}
@@ -302,7 +300,7 @@ class ReplicaActor(PartitionActor):
     def _truncate(self, cut: int) -> None:
         if cut < self.applied:
             log.critical("partition %d: cut %d below applied %d; reloading", self.partition, cut, self.applied)
-            os._exit(_DEPOSED_EXIT_CODE)
+            exit_process(EXIT_DEPOSED)
         self.rlog.plog.close()
         try:
             truncate_partition_dir(self.directory, cut, self.root.files)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from typing import Any
 
@@ -30,6 +29,7 @@ from .election import ReplicationManager
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
+from .process_exit import EXIT_FAILURE, exit_process
 from .repair import REPAIR_INTERVAL_S, repair_turn
 from .replica_actor import router_root_path
 from .root_check import check_service_root
@@ -38,7 +38,6 @@ from .supervisor import LoopSupervisor
 
 log = logging.getLogger(__name__)
 
-_LOOP_FAILURE_EXIT_CODE = 70
 
 __all__ = ["ROUTER_NAME", "RouterActor", "partition_actor_options"]
 
@@ -105,8 +104,7 @@ class RouterActor:
         """A supervised loop of the router cannot go on: end the process so that Ray restarts the router, which
         reads the replicas' epochs back (see election.py)."""
         log.critical("router: background loop failed, restarting: %r", error)
-        logging.shutdown()
-        os._exit(_LOOP_FAILURE_EXIT_CODE)
+        exit_process(EXIT_FAILURE)
 
     async def info(self) -> dict:
         """The service's shape, and the error that keeps it from starting, if any."""

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -37,6 +37,7 @@ _SHARD_COUNTERS = {
     "group_deletions": "groupcoord_group_deletions_total",
     "expiry_write_failures": "groupcoord_offset_expiry_failures_total",
     "timer_failures": "groupcoord_timer_failures_total",
+    "refused_writes": "groupcoord_refused_writes_total",
 }
 # The supervised loop whose failed turns are failed compactions (see partition_runtime).
 COMPACTION_LOOP = "compaction"
@@ -79,6 +80,7 @@ class PartitionTelemetry:
         self._follower_series: set[str] = set()
         self._load_published = False
         self._next_lag = time.monotonic()
+        self.request_failures: Counter[str] = Counter()  # requests whose handler raised, by API
 
     def set_recording(self, on: bool) -> bool:
         """Record (and publish) metrics or not from now on; stays off where Ray metrics were never created."""
@@ -99,6 +101,17 @@ class PartitionTelemetry:
             self._latency.observe(seconds, tags)
         if error != Errors.NONE and log.isEnabledFor(logging.INFO):
             self._log_failed(api, req, error)
+
+    def request_failed(self, api: str, req: Any) -> None:
+        """A handler raised on one request (a bug, or broken storage): log it with its traceback and count it.
+
+        Call from inside the `except` block; the request itself is answered UNKNOWN_SERVER_ERROR.
+        """
+        self.request_failures[api] += 1
+        group = getattr(req, "group_id", None)
+        log.exception("%s of group %s failed; answered UNKNOWN_SERVER_ERROR", api,
+                      group[:_MAX_ID_IN_LOG] if isinstance(group, str) else None,
+                      extra={"group": group[:_MAX_ID_IN_LOG] if isinstance(group, str) else None})
 
     def requests(self, calls: Sequence[tuple[str, Any]], responses: Sequence[Any], seconds: float) -> None:
         """The requests of one `batch` call, all answered after `seconds`."""
@@ -160,6 +173,8 @@ class PartitionTelemetry:
         self._publish_gauges(coord.gauges())
         self._publish_log()
         self._publish_loop_failures()
+        for api, total in list(self.request_failures.items()):
+            self._inc_to("groupcoord_request_failures_total", total, {"api": api})
         if self.replication is not None:
             self._publish_replication(self.replication())
 
@@ -167,8 +182,8 @@ class PartitionTelemetry:
         """Advance counter `name` (with `tags`) to `total`, a cumulative count kept elsewhere."""
         key = name if tags is None else (name, *sorted(tags.items()))
         delta = total - self._published.get(key, 0)
-        if delta > 0:
-            self.metrics[name].inc(delta, tags)  # type: ignore[index]
+        if delta > 0 and self.metrics is not None:
+            self.metrics[name].inc(delta, tags)
             self._published[key] = total
 
     def _publish_gauges(self, gauges: Any) -> None:
@@ -217,8 +232,8 @@ class PartitionTelemetry:
 
     def leader_elected(self) -> None:
         """This replica became the partition's leader."""
-        if self.recording:
-            self.metrics["groupcoord_leader_elections_total"].inc()  # type: ignore[index]
+        if self.recording and self.metrics is not None:
+            self.metrics["groupcoord_leader_elections_total"].inc()
 
     def _publish_replication(self, facts: ReplicationFacts) -> None:
         """The leader's epoch, voters, in-sync replicas and each follower's lag (NaN for followers gone since)."""

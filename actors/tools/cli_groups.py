@@ -99,8 +99,9 @@ OFFSETS_COLUMNS = [
 ]
 
 
-def print_offsets_table(admin: AdminClient, described) -> None:
-    """kafka-consumer-groups.sh --describe --offsets: committed offset, end, lag and owner per partition."""
+def print_offsets_table(admin: AdminClient, described, width: int | None = None) -> None:
+    """kafka-consumer-groups.sh --describe --offsets: committed offset, end, lag and owner per partition (without
+    CLIENT-ID, then HOST, where they would make it wider than `width`)."""
     group = described.group_id
     committed = admin.list_group_offsets(group)
     owners = {tp: m for m in described.members for tp in _member_partitions(m)}
@@ -113,7 +114,7 @@ def print_offsets_table(admin: AdminClient, described) -> None:
         m = owners.get(tp)
         owner = [m.member_id, m.client_host, m.client_id] if m else [None, None, None]
         rows.append([group, tp.topic, tp.partition, current, end, lag, *owner])
-    print_table(None, OFFSETS_COLUMNS, rows)
+    print_table(None, OFFSETS_COLUMNS, rows, width=width, optional=("CLIENT-ID", "HOST"))
 
 
 @groups.command("delete")

@@ -113,6 +113,7 @@ class Demo:
         self.workers: dict[str, object] = {}
         self.acked: dict[TopicPartition, int] = {}
         self.problems: list[str] = []
+        self.events: list[tuple[int, str]] = []  # (wall-clock ms, kind) marked on the plot
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.started:6.1f}s] {text}", flush=True)
@@ -196,7 +197,8 @@ class Demo:
             stop(NAMESPACE)
         if not self.short:
             history, plot = keep_paths(self.keep_dir, self.storage_path)
-            self.problems += analyse_demo_run(self.storage_path, history, plot, GROUP, self.acked, self.say)
+            self.problems += analyse_demo_run(self.storage_path, history, plot, GROUP, self.acked, self.say,
+                                              self.events)
         self.summary(len(self.acked), self.verified)
         self.next_steps()
         return not self.problems
@@ -245,6 +247,7 @@ class Demo:
         generation = states["worker-1"]["generation"]
         ray.kill(handle, no_restart=False)
         killed_at = time.monotonic()
+        self.events.append((time.time_ns() // 1_000_000, "coordinator restart"))
         self.wait_loaded(handle)
         self.say(f"    the restarted actor replayed its log and serves again after {time.monotonic() - killed_at:.1f}s")
         states = self.rounds(10)
@@ -268,10 +271,11 @@ class Demo:
 
     def print_describe(self) -> None:
         from .cli_groups import print_offsets_table
+        from .demo_analysis import DEMO_WIDTH
 
         described = self.admin.describe_groups([GROUP])[GROUP]
         self.say(f"group {GROUP!r} is {described.group_state}:")
-        print_offsets_table(self.admin, described)
+        print_offsets_table(self.admin, described, width=DEMO_WIDTH)
 
     def summary(self, acked: int, verified: int) -> None:
         print()

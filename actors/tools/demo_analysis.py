@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from groupcoord.protocol import TopicPartition
 
@@ -18,6 +18,15 @@ from .cli_support import print_table
 from .quiet import is_verbose
 
 REPORTS = ("partition_status", "group_status", "commits", "lag", "rebalances")
+# The demo's output fits this many columns; `groupcoord analyze` shows every column.
+DEMO_WIDTH = 120
+# What the demo leaves out, in this order, of a report wider than DEMO_WIDTH (the lists of Burrow's window first).
+OPTIONAL_COLUMNS = (
+    "window_offsets", "window_lags", "recent_end_offsets", "window_start_ms", "window_commits",  # partitions
+    "max_lag_topic", "max_lag_partition", "worst_partition_status",  # groups
+    "first_commit_ms", "last_commit_ms",  # commits (the age of the last one stays)
+    "first_seen_ms", "current_generation_since_ms",  # rebalances
+)
 
 
 def analyse_demo_run(
@@ -27,8 +36,12 @@ def analyse_demo_run(
     group: str,
     acked: dict[TopicPartition, int],
     say: Callable[[str], None],
+    events: Sequence[tuple[int, str]] = (),
 ) -> list[str]:
-    """Export, analyse with Spark on Ray and print the reports; the problems found (empty when all agree)."""
+    """Export, analyse with Spark on Ray and print the reports; the problems found (empty when all agree).
+
+    `events` (time in ms, kind), such as the coordinator restart, are marked on the plot beside the rebalances.
+    """
     from groupcoord.spark import SparkOptions, start_spark, stop_spark
     from groupcoord.spark.analyze import analyze
     from groupcoord.spark.history import export_history
@@ -42,9 +55,9 @@ def analyse_demo_run(
         say(f"   Spark {spark.version} is up after {time.monotonic() - started:.1f}s; analysing the history")
         analysis = analyze(spark, storage_path, history=history_path, groups=[group], progress=None)
         for report in analysis.render(REPORTS, limit=20).values():
-            print_table(report.title, report.columns, report.rows)
-        analysis.plot(plot_path)
-        say(f"   plot of commit rate and lag written to {plot_path}")
+            print_table(report.title, report.columns, report.rows, width=DEMO_WIDTH, optional=OPTIONAL_COLUMNS)
+        analysis.plot(plot_path, events=events)
+        say(f"   plot of commit rate and lag, rebalances and the coordinator restart marked: {plot_path}")
         committed = {
             TopicPartition(r["topic"], r["partition"]): r["committed_offset"]
             for r in analysis.commit_summary.where(f"`group` = '{group}'").collect()

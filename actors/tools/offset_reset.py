@@ -109,11 +109,11 @@ def plan_reset(
                 )
             new = end
         elif spec.kind == "to-offset":
-            new = int(spec.value)  # type: ignore[arg-type]
+            new = _int_value(spec)
         elif spec.kind == "shift-by":
             if tp not in current:
                 raise ResetError(f"{tp.topic}-{tp.partition} has no committed offset to shift")
-            new = current[tp] + int(spec.value)  # type: ignore[arg-type]
+            new = current[tp] + _int_value(spec)
         elif spec.kind in ("to-datetime", "by-duration"):
             if spec.kind == "to-datetime":
                 when = parse_datetime_ms(str(spec.value))
@@ -138,3 +138,10 @@ def export_csv(plan: Mapping[TopicPartition, int]) -> str:
     for tp in sorted(plan):
         writer.writerow([tp.topic, tp.partition, plan[tp]])
     return out.getvalue()
+
+
+def _int_value(spec: ResetSpec) -> int:
+    """The integer of a to-offset or shift-by reset; a spec without one is a ResetError."""
+    if spec.value is None:
+        raise ResetError(f"{spec.kind} needs a number")
+    return int(spec.value)

@@ -196,6 +196,13 @@ class _Reader:
     def int32(self) -> int:
         return _INT32.unpack(self._take(4))[0]
 
+    def name(self) -> str:
+        """A string that may not be null (a topic name)."""
+        s = self.string()
+        if s is None:
+            raise ConsumerProtocolError("a null string where a name must be")
+        return s
+
     def string(self, nullable: bool = False) -> str | None:
         n = self.int16()
         if n < 0:
@@ -225,13 +232,13 @@ class _Reader:
         return n
 
     def topics(self) -> tuple[str, ...]:
-        return tuple(self.string() for _ in range(self.count()))  # type: ignore[misc]
+        return tuple(self.name() for _ in range(self.count()))
 
     def partitions(self) -> tuple[TopicPartition, ...]:
         out: list[TopicPartition] = []
         for _ in range(self.count()):
-            topic = self.string()
-            out.extend(TopicPartition(topic, self.int32()) for _ in range(self.count()))  # type: ignore[arg-type]
+            topic = self.name()
+            out.extend(TopicPartition(topic, self.int32()) for _ in range(self.count()))
         return tuple(out)
 
     def version(self) -> int:
@@ -275,4 +282,4 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     except (ConsumerProtocolError, struct.error) as e:
         log.debug("unparsable consumer subscription: %s", e)
         return None
-    return set(topics)  # type: ignore[arg-type]
+    return set(topics)

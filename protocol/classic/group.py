@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from ..values import GroupState
+from ..values import GroupState, GroupType
 
 if TYPE_CHECKING:
     from ..messages import JoinGroupResponse, SyncGroupResponse
@@ -95,6 +95,8 @@ class Member:
 
 class ClassicGroup:
     """A classic consumer group: its state, generation, protocol, leader and members."""
+
+    group_type = GroupType.CLASSIC
 
     def __init__(self, group_id: str, now_ms: int, state: GroupState = GroupState.EMPTY) -> None:
         self.group_id = group_id

@@ -35,11 +35,7 @@ class JoinGroupHandler(GroupRebalancer):
                 return self.rt.respond(join_error(Errors.UNKNOWN_MEMBER_ID, req.member_id))
             group = ClassicGroup(req.group_id, self.rt.now())
             # Java writes an empty group record so that a new group survives a restart.
-            try:
-                self.rt.append([self.group_record(group)])
-            except RecordBatchTooLarge as e:
-                log.error("group %s cannot be created: %s", req.group_id, e)
-                return self.rt.respond(join_error(Errors.UNKNOWN_SERVER_ERROR))
+            self.rt.append([self.group_record(group)])
             group = self.groups[req.group_id]
         result: Deferred[JoinGroupResponse] = Deferred()
         if not self._accept_joining_member(group, req.member_id):

@@ -9,7 +9,7 @@ snapshot is how the shard puts them back after the log refuses the records they 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, MutableMapping
 
 from ..shard.purgatory import Purgatory
 from .group import ClassicGroup, Member
@@ -27,7 +27,7 @@ def _member_ids(group: ClassicGroup) -> list[str]:
 class GroupSnapshot:
     """The state of one group (or its absence) and of its timers at one moment."""
 
-    def __init__(self, groups: dict[str, ClassicGroup], group_id: str, timers: Purgatory) -> None:
+    def __init__(self, groups: MutableMapping[str, ClassicGroup], group_id: str, timers: Purgatory) -> None:
         self._groups = groups
         self._group_id = group_id
         self._timers = timers

@@ -11,6 +11,7 @@ from ..config import GroupConfig
 from ..errors import Errors
 from ..messages import HeartbeatRequest, SyncGroupRequest
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from ..shard.registry import GroupRegistry
 from ..shard.runtime import ShardRuntime
 from .group import ClassicGroup, GroupState, Member
 
@@ -24,12 +25,13 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 
 
 class GroupStore:
-    """The shard's classic groups by id, and the records that persist and restore them."""
+    """The shard's classic groups by id (a view of the shard's one registry), and the records that persist them."""
 
-    def __init__(self, runtime: ShardRuntime, config: GroupConfig) -> None:
+    def __init__(self, runtime: ShardRuntime, config: GroupConfig, registry: GroupRegistry) -> None:
         self.rt = runtime
         self.config = config
-        self.groups: dict[str, ClassicGroup] = {}
+        self.registry = registry
+        self.groups = registry.of_type(ClassicGroup)
 
     # --- lookups used by the offset manager and the coordinator ---------------------------
 

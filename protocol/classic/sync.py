@@ -55,13 +55,11 @@ class SyncGroupHandler(GroupRebalancer):
             generation = group.generation_id
             try:
                 self.rt.append([self.group_record(group, assignments)])
-            except RecordBatchTooLarge as e:
-                # Java: every parked SyncGroup gets the error, and the group rebalances.
-                log.error("group %s: the assignment of generation %d cannot be stored: %s", group.group_id,
-                          generation, e, extra={"group": group.group_id, "member": req.member_id})
+            except RecordBatchTooLarge:
+                # Java: every parked SyncGroup gets the error, and the group rebalances; the shard answers this one.
                 self._reset_and_propagate_assignment(group, Errors.UNKNOWN_SERVER_ERROR)
                 self._maybe_prepare_rebalance_or_complete_join(group, "the group's assignment is too large to store")
-                return result
+                raise
             self.rt.when_durable(lambda: self._on_assignment_durable(group, generation, assignments))
         return result
 

@@ -9,10 +9,11 @@ mutators below.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ..values import TopicPartition
+from ..values import GroupType, TopicPartition
 from .records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -117,7 +118,7 @@ def member_from_subscription(member: ConsumerGroupMember, v: ConsumerGroupMember
 class ConsumerGroup:
     """The members, epochs, subscription metadata and target assignment of one consumer group."""
 
-    group_type = "consumer"
+    group_type = GroupType.CONSUMER
     protocol_type = "consumer"
 
     def __init__(self, group_id: str) -> None:
@@ -173,8 +174,11 @@ class ConsumerGroup:
         for m in self.members.values():
             out.update(m.subscribed_topic_names)
         if topics is not None:
-            for regex in {m.subscribed_topic_regex for m in self.members.values()} - {None}:
-                out.update(resolve_regex(regex, topics))  # type: ignore[arg-type]
+            regexes = {m.subscribed_topic_regex for m in self.members.values()}
+            for regex in regexes:
+                if regex is None:
+                    continue
+                out.update(resolve_regex(regex, topics))
         return out
 
     # --- mutators used by replay ---------------------------------------------------------------
@@ -215,14 +219,12 @@ def _partitions(*assignments: Assignment) -> Iterable[TopicPartition]:
                 yield TopicPartition(topic, p)
 
 
-_REGEX_CACHE: dict[str, object] = {}
+_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
 
 
 def resolve_regex(regex: str, topics: Iterable[str]) -> set[str]:
     """The topics whose whole name matches `regex` (Python's re syntax; Kafka uses RE2/J, nearly the same)."""
-    import re
-
     pattern = _REGEX_CACHE.get(regex)
     if pattern is None:
         pattern = _REGEX_CACHE[regex] = re.compile(regex)
-    return {t for t in topics if pattern.fullmatch(t)}  # type: ignore[attr-defined]
+    return {t for t in topics if pattern.fullmatch(t)}

@@ -20,8 +20,7 @@ from typing import Any, Callable
 from ..errors import Errors
 from ..records import Record
 from ..shard.deferred import Deferred
-from ..shard.log import RecordBatchTooLarge
-from ..values import GroupState
+from ..values import GroupType
 from .assignors import MemberSpec, PartitionAssignorError, server_assignor
 from .group import ConsumerGroup, ConsumerGroupMember, MemberState, resolve_regex
 from .heartbeat_checks import HeartbeatError, check_epoch, check_request, check_static, heartbeat_error
@@ -64,11 +63,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                 "group %s member %s: heartbeat refused: %s %s", req.group_id, req.member_id, e.error.name, e.message
             )
             return self.rt.respond(heartbeat_error(e.error, e.message))
-        try:
-            self.rt.append(records)
-        except RecordBatchTooLarge as e:
-            log.error("group %s: the heartbeat of member %s cannot be stored: %s", req.group_id, req.member_id, e)
-            return self.rt.respond(heartbeat_error(Errors.UNKNOWN_SERVER_ERROR, "The heartbeat could not be stored."))
+        self.rt.append(records)  # a refused batch raises before `after` runs: nothing changed
         for action in after:
             action()
         return self.rt.respond(response)
@@ -80,13 +75,14 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        classic = self.classic.get_group(group_id)
-        if classic is not None and not (create and classic.in_state(GroupState.EMPTY)):
-            raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        if not create:
+        if group_id in self.registry:
+            # A group of the other protocol: only an empty one becomes a consumer group, on a join.
+            conversion = self.registry.conversion_records(group_id, GroupType.CONSUMER) if create else None
+            if conversion is None:
+                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            records.extend(conversion)
+        elif not create:
             raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if classic is not None:
-            records.append(self.classic.group_tombstone(group_id))
         return ConsumerGroup(group_id)
 
     def _member_for(
@@ -125,9 +121,9 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             records.append(target_member_record(group.group_id, member_id, group.target_of(existing.member_id)))
             records.append(current_assignment_record(group.group_id, new))
             return new, existing.member_id
-        check_static(existing, req)
-        check_epoch(existing, req)  # type: ignore[arg-type]
-        return existing, existing.member_id  # type: ignore[return-value, union-attr]
+        member = check_static(existing, req)
+        check_epoch(member, req)
+        return member, member.member_id
 
     # --- heartbeat -------------------------------------------------------------------------------
 
@@ -291,22 +287,21 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
                     Errors.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group.group_id}."
                 )
         else:
-            member = group.static_member(req.instance_id)
-            check_static(member, req)
+            member = check_static(group.static_member(req.instance_id), req)
             if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 log.info(
                     "group %s: static member %s (%s) leaves for now", group.group_id, req.member_id, req.instance_id
                 )
                 leaving = dataclasses.replace(
                     member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={}
-                )  # type: ignore[type-var]
+                )
                 response = ConsumerGroupHeartbeatResponse(
                     Errors.NONE, None, req.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0, None
                 )
                 return [current_assignment_record(group.group_id, leaving)], response
         log.info("group %s: member %s leaves", group.group_id, req.member_id)
         response = ConsumerGroupHeartbeatResponse(Errors.NONE, None, req.member_id, req.member_epoch, 0, None)
-        member_id = member.member_id  # type: ignore[union-attr]
+        member_id = member.member_id
         after.append(lambda: self._cancel_timers(group.group_id, member_id))
         return self.fence_records(group, member_id), response
 

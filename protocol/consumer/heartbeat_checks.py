@@ -33,18 +33,30 @@ def heartbeat_error(error: Errors, message: str | None = None) -> ConsumerGroupH
     return ConsumerGroupHeartbeatResponse(error, message, None, 0, 0, None)
 
 
+# What Java's String.trim() removes: every char up to and including the space (U+0000-U+0020).
+_JAVA_TRIMMED = "".join(chr(c) for c in range(0x21))
+
+
+def is_blank(value: str | None) -> bool:
+    """Kafka's test for an empty id: not null, and nothing left once trimmed as Java trims (spaces only is empty)."""
+    return value is not None and not value.strip(_JAVA_TRIMMED)
+
+
 def check_request(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...] | list[str]) -> None:
-    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: INVALID_REQUEST or UNSUPPORTED_ASSIGNOR."""
+    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: INVALID_REQUEST or UNSUPPORTED_ASSIGNOR.
+
+    As Kafka's throwIfEmptyString, an id made only of spaces (or other chars Java's trim removes) is empty.
+    """
     bad = Errors.INVALID_REQUEST
-    if req.group_id == "":
+    if is_blank(req.group_id):
         raise HeartbeatError(bad, "GroupId can't be empty.")
-    if req.instance_id == "":
+    if is_blank(req.instance_id):
         raise HeartbeatError(bad, "InstanceId can't be empty.")
-    if req.rack_id == "":
+    if is_blank(req.rack_id):
         raise HeartbeatError(bad, "RackId can't be empty.")
     epoch = req.member_epoch
     if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-        if req.member_id == "":
+        if is_blank(req.member_id):
             raise HeartbeatError(bad, "MemberId can't be empty.")
     elif epoch == JOIN_GROUP_MEMBER_EPOCH:
         if req.rebalance_timeout_ms == -1:
@@ -54,7 +66,7 @@ def check_request(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]
         if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
             raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if req.member_id == "":
+        if is_blank(req.member_id):
             raise HeartbeatError(bad, "MemberId can't be empty.")
         if req.instance_id is None:
             raise HeartbeatError(bad, "InstanceId can't be null.")
@@ -95,8 +107,9 @@ def check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest)
             )
 
 
-def check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbeatRequest) -> None:
-    """The instance id must be known and held by this member id (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
+def check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupMember:
+    """The instance id must be known and held by this member id (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID);
+    returns the member that holds it."""
     if existing is None:
         raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
     if existing.member_id != req.member_id:
@@ -105,3 +118,4 @@ def check_static(existing: ConsumerGroupMember | None, req: ConsumerGroupHeartbe
             f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
             f"{existing.member_id}.",
         )
+    return existing

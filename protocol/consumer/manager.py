@@ -68,7 +68,7 @@ class ConsumerGroupManager(ConsumerHeartbeatHandler):
         if group is None:
             message = (
                 f"Group {group_id} is not a consumer group."
-                if self.classic.get_group(group_id) is not None
+                if group_id in self.registry
                 else f"Group {group_id} not found."
             )
             return DescribedConsumerGroup(Errors.GROUP_ID_NOT_FOUND, group_id, error_message=message)

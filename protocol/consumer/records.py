@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from ..values import TopicPartition
-
 CONSUMER_GROUP_METADATA_KEY_TYPE = 3
 CONSUMER_GROUP_PARTITION_METADATA_KEY_TYPE = 4
 CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE = 5
@@ -32,11 +30,6 @@ def to_stored(assignment: Mapping[str, Iterable[int]]) -> StoredAssignment:
 def from_stored(stored: Iterable[Any]) -> dict[str, frozenset[int]]:
     """The topic -> partitions mapping of a stored assignment."""
     return {t: frozenset(ps) for t, ps in stored}
-
-
-def stored_partitions(stored: StoredAssignment) -> list[TopicPartition]:
-    """The partitions of a stored assignment, as a sorted list."""
-    return [TopicPartition(t, p) for t, ps in stored for p in ps]
 
 
 class ConsumerGroupMetadataKey(NamedTuple):
@@ -160,16 +153,18 @@ _VALUE_FROM: dict[int, Any] = {
     CONSUMER_GROUP_PARTITION_METADATA_KEY_TYPE: lambda v: ConsumerGroupPartitionMetadataValue(
         tuple((t, n) for t, n in v[0])
     ),
-    CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE: lambda v: ConsumerGroupMemberMetadataValue(*v[:4], tuple(v[4]), *v[5:8]),
+    CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE: lambda v: ConsumerGroupMemberMetadataValue._make(
+        (*v[:4], tuple(v[4]), *v[5:8])
+    ),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE: lambda v: ConsumerGroupTargetAssignmentMetadataValue(*v),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_TYPE: lambda v: ConsumerGroupTargetAssignmentMemberValue(
         _assignment_from(v[0])
     ),
-    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE: lambda v: ConsumerGroupCurrentMemberAssignmentValue(
-        *v[:3], _assignment_from(v[3]), _assignment_from(v[4])
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE: lambda v: ConsumerGroupCurrentMemberAssignmentValue._make(
+        (*v[:3], _assignment_from(v[3]), _assignment_from(v[4]))
     ),
 }
-_KEY_CLASSES = {kind: cls for cls, kind in CONSUMER_KEY_TYPES.items()}
+_KEY_CLASSES: dict[int, Any] = {kind: cls for cls, kind in CONSUMER_KEY_TYPES.items()}
 _NUM_VALUE_FIELDS = {1: 1, 2: 1, 3: 8, 4: 1, 5: 1, 6: 5}
 
 

@@ -13,9 +13,8 @@ from typing import Any, Callable
 
 from ..config import GroupConfig
 from ..records import Record
+from ..shard.registry import GroupRegistry
 from ..shard.runtime import ShardRuntime
-from ..shard.views import ClassicGroups
-from ..values import GroupState
 from .group import (
     ConsumerGroup,
     ConsumerGroupMember,
@@ -86,13 +85,14 @@ def target_epoch_record(group_id: str, epoch: int) -> Record:
 
 
 class ConsumerGroupStore:
-    """The shard's consumer groups by id, replayed from their records; shares the group-id space with classic groups."""
+    """The shard's consumer groups by id (a view of the shard's one registry, shared with the classic groups),
+    replayed from their records."""
 
-    def __init__(self, runtime: ShardRuntime, config: GroupConfig, classic: ClassicGroups) -> None:
+    def __init__(self, runtime: ShardRuntime, config: GroupConfig, registry: GroupRegistry) -> None:
         self.rt = runtime
         self.config = config
-        self.classic = classic
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.registry = registry
+        self.groups = registry.of_type(ConsumerGroup)
         self.topics: dict[str, int] = {}  # topic -> partition count, as the service last told us
 
     def get(self, group_id: str) -> ConsumerGroup | None:
@@ -102,19 +102,13 @@ class ConsumerGroupStore:
     # --- replay ----------------------------------------------------------------------------------
 
     def _group(self, group_id: str) -> ConsumerGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            classic = self.classic.get_group(group_id)
-            if classic is not None and classic.in_state(GroupState.EMPTY):
-                # An empty classic group (say, one that only held offsets) becomes this consumer group.
-                del self.classic.groups[group_id]
-            group = self.groups[group_id] = ConsumerGroup(group_id)
-        return group
+        # An empty classic group under this id (say, one that only held offsets) becomes this consumer group.
+        return self.registry.claim(group_id, ConsumerGroup, lambda: ConsumerGroup(group_id))
 
     def replay(self, key: Any, value: Any) -> None:
         """Apply one consumer group record (a tombstone removes what its key names)."""
-        handler: Callable[[Any, Any], None] = _REPLAY[type(key)]
-        handler(self, key, value)  # type: ignore[call-arg]
+        handler: Callable[..., None] = _REPLAY[type(key)]
+        handler(self, key, value)
 
     def _replay_metadata(self, key: ConsumerGroupMetadataKey, value: ConsumerGroupMetadataValue | None) -> None:
         if value is None:

@@ -18,7 +18,7 @@ OffsetExpirationConditionImpl decides; where nothing expires, it does not either
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping
+from typing import Callable
 
 from ..classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from ..records import OffsetCommitValue
@@ -60,16 +60,3 @@ def is_expired(
     if value.expire_timestamp != -1:
         return now_ms >= value.expire_timestamp
     return now_ms - base(value) >= retention_ms
-
-
-def expired_partitions(
-    group: ClassicGroup,
-    offsets: Mapping[TopicPartition, OffsetCommitValue],
-    now_ms: int,
-    retention_ms: int,
-) -> list[TopicPartition]:
-    """The partitions of `offsets` (the group's committed offsets) that have expired at `now_ms`."""
-    condition = expiration_condition(group)
-    if condition is None:
-        return []
-    return [tp for tp, value in offsets.items() if is_expired(condition, tp, value, now_ms, retention_ms)]

@@ -15,6 +15,7 @@ from typing import Iterator
 from ..classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from ..classic.manager import GroupMetadataManager
 from ..config import GroupConfig
+from ..consumer.group import ConsumerGroup
 from ..consumer.manager import ConsumerGroupManager
 from ..errors import Errors
 from ..messages import (
@@ -30,7 +31,7 @@ from ..messages import (
 )
 from ..records import OffsetCommitKey, OffsetCommitValue, Record
 from ..shard.deferred import Deferred
-from ..shard.log import RecordBatchTooLarge
+from ..shard.registry import GroupRegistry
 from ..shard.runtime import ShardRuntime
 from ..values import TopicPartition
 
@@ -57,14 +58,16 @@ class OffsetMetadataManager:
     def __init__(
         self,
         runtime: ShardRuntime,
-        groups: GroupMetadataManager,
         config: GroupConfig,
-        consumer: ConsumerGroupManager | None = None,
+        registry: GroupRegistry,
+        groups: GroupMetadataManager,
+        consumer: ConsumerGroupManager,
     ) -> None:
         self.rt = runtime
-        self.groups = groups
         self.config = config
-        self.consumer = consumer if consumer is not None else ConsumerGroupManager(runtime, config, groups)
+        self.registry = registry
+        self.groups = groups
+        self.consumer = consumer
         self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self._topics: dict[str, str] = {}
 
@@ -95,11 +98,11 @@ class OffsetMetadataManager:
         if value is None:
             offsets = self._offsets.get(group_id)
             if offsets is not None:
-                offsets.pop((topic, partition), None)
+                offsets.pop(_new(TopicPartition, (topic, partition)), None)
                 if not offsets:
                     del self._offsets[group_id]
             return
-        if group_id not in self.groups.groups and group_id not in self.consumer.groups:
+        if group_id not in self.registry:
             self.groups.create_simple_group(group_id)
         offsets = self._offsets.get(group_id)
         if offsets is None:
@@ -113,15 +116,14 @@ class OffsetMetadataManager:
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """Validate the committer against the group, then write one record per partition."""
         partitions = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in req.offsets]
-        group = self.groups.get_group(req.group_id)
-        consumer_group = self.consumer.get(req.group_id)
-        if consumer_group is not None:
-            error = self.consumer.commit_error(consumer_group, req)
-        else:
+        group = self.registry.get(req.group_id)
+        if group is None or type(group) is ClassicGroup:
             error = self._validate_commit(group, req)
+        else:
+            error = self.consumer.commit_error(group, req)
         if error != Errors.NONE:
             return self.rt.respond(OffsetCommitResponse({tp: error for tp in partitions}))
-        if group is not None and group.in_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+        if type(group) is ClassicGroup and group.in_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # A commit from the current generation keeps the member's session alive.
             self.groups.refresh_session(group, req.member_id)
         now = self.rt.now()
@@ -142,12 +144,7 @@ class OffsetMetadataManager:
             value = new(OffsetCommitValue, (int(offset), int(leader_epoch), str(metadata), now, expire))
             append(new(Record, (key, value)))
         # The first record of an unknown group creates it as a simple group when it is replayed.
-        try:
-            self.rt.append(records)
-        except RecordBatchTooLarge as e:
-            log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e,
-                      extra={"group": group_id, "member": req.member_id or None})
-            return self.rt.respond(OffsetCommitResponse(dict.fromkeys(partitions, Errors.UNKNOWN_SERVER_ERROR)))
+        self.rt.append(records)
         if records:
             stats = self.rt.stats
             stats.offset_commits += len(records)
@@ -182,7 +179,7 @@ class OffsetMetadataManager:
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """Committed offsets of some or all partitions, answered once every earlier write is durable."""
-        known = self.groups.get_group(req.group_id) is not None or req.group_id in self.consumer.groups
+        known = req.group_id in self.registry
         committed = self._offsets.get(req.group_id, {}) if known else {}
         if req.partitions is None:
             offsets = {tp: _fetched(v) for tp, v in committed.items()}
@@ -200,11 +197,10 @@ class OffsetMetadataManager:
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """Delete offsets of partitions whose topics the group does not consume (KIP-496)."""
-        group = self.groups.get_group(req.group_id)
-        consumer_group = self.consumer.get(req.group_id)
+        group = self.registry.get(req.group_id)
         subscribed: set[str] | None
-        if consumer_group is not None:
-            subscribed = self.consumer.subscribed(consumer_group)
+        if isinstance(group, ConsumerGroup):
+            subscribed = self.consumer.subscribed(group)
         elif group is None or group.in_state(GroupState.DEAD):
             return self.rt.respond(OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND, {}))
         elif not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -224,12 +220,7 @@ class OffsetMetadataManager:
                 records[tp] = _tombstone(req.group_id, tp)
         # As Kafka's Java coordinator: an Empty group left without offsets is removed by the
         # next expiry pass, not here.
-        try:
-            self.rt.append(list(records.values()))
-        except RecordBatchTooLarge as e:
-            log.error("group %s: deleting %d offsets cannot be stored: %s", req.group_id, len(records), e,
-                      extra={"group": req.group_id})
-            return self.rt.respond(OffsetDeleteResponse(Errors.UNKNOWN_SERVER_ERROR, {}))
+        self.rt.append(list(records.values()))
         self.rt.stats.offset_deletions += len(records)
         return self.rt.respond(OffsetDeleteResponse(Errors.NONE, errors))
 
@@ -246,7 +237,7 @@ class OffsetMetadataManager:
         """Delete Empty groups with all their offsets; other groups are refused per id.
 
         The tombstones go to the log first; only once it took them are the groups marked Dead, so
-        a refused write leaves every group as it was (answered UNKNOWN_SERVER_ERROR).
+        a refused write leaves every group as it was (the shard answers UNKNOWN_SERVER_ERROR for all, as Kafka).
         """
         results: dict[str, Errors] = {}
         records: list[Record] = []
@@ -255,11 +246,10 @@ class OffsetMetadataManager:
         for group_id in req.group_ids:
             if group_id in results:
                 continue
-            group = self.groups.get_group(group_id)
-            consumer_group = self.consumer.get(group_id)
-            if consumer_group is not None:
-                if self.consumer.can_delete(consumer_group):
-                    records.extend(self._delete_consumer_group_records(group_id))
+            group = self.registry.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                if self.consumer.can_delete(group):
+                    records.extend(self._delete_consumer_group_records(group))
                     consumer_deleted.append(group_id)
                     results[group_id] = Errors.NONE
                 else:
@@ -272,14 +262,7 @@ class OffsetMetadataManager:
                 records.extend(self.delete_group_records(group))
                 deleted.append(group)
                 results[group_id] = Errors.NONE
-        try:
-            self.rt.append(records)
-        except RecordBatchTooLarge as e:
-            refused = [g.group_id for g in deleted] + consumer_deleted
-            log.error("deleting groups %s cannot be stored: %s", refused, e)
-            for group_id in refused:
-                results[group_id] = Errors.UNKNOWN_SERVER_ERROR
-            return self.rt.respond(DeleteGroupsResponse(results))
+        self.rt.append(records)
         for group in deleted:
             self.groups.mark_dead(group)
         self.rt.stats.group_deletions += len(deleted)
@@ -291,10 +274,10 @@ class OffsetMetadataManager:
         records.append(self.groups.group_tombstone(group.group_id))
         return records
 
-    def _delete_consumer_group_records(self, group_id: str) -> list[Record]:
+    def _delete_consumer_group_records(self, group: ConsumerGroup) -> list[Record]:
         """The tombstones of all offsets of an empty consumer group, then of the group's own records."""
-        records = [_tombstone(group_id, tp) for tp in self._offsets.get(group_id, {})]
-        records.extend(self.consumer.delete_records(self.consumer.groups[group_id]))
+        records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
+        records.extend(self.consumer.delete_records(group))
         return records
 
     def offset_keys(self, group_id: str) -> list[TopicPartition]:

@@ -55,7 +55,7 @@ class RetentionSweep:
 
     def start(self) -> None:
         """Begin a new pass over the groups the shard has now."""
-        self._group_ids = list(self.offsets.groups.groups) + list(self.offsets.consumer.groups)
+        self._group_ids = list(self.offsets.registry)
         self._next_group = 0
         self._partitions = None
 
@@ -73,8 +73,9 @@ class RetentionSweep:
         consumer_deleted = expired = 0
         while budget > 0 and self.running:
             group_id = self._group_ids[self._next_group]
-            group = self.offsets.groups.get_group(group_id)
-            consumer_group = self.offsets.consumer.get(group_id) if group is None else None
+            found = self.offsets.registry.get(group_id)
+            group = found if isinstance(found, ClassicGroup) else None
+            consumer_group = found if isinstance(found, ConsumerGroup) else None
             if consumer_group is None and (group is None or group.in_state(GroupState.DEAD)):
                 self._next_group_please()
                 continue
@@ -86,7 +87,8 @@ class RetentionSweep:
             if consumer_group is not None:
                 tombstones = self._expired_of_consumer_group(consumer_group, chunk, now)
             else:
-                tombstones = self._expired_of_classic_group(group, chunk, now)  # type: ignore[arg-type]
+                assert group is not None  # ids with neither kind of group were skipped above
+                tombstones = self._expired_of_classic_group(group, chunk, now)
             records.extend(tombstones)
             expired += len(tombstones)
             if self._next_partition >= len(self._partitions):
@@ -95,9 +97,9 @@ class RetentionSweep:
                     if consumer_group.is_empty() and left == 0:
                         records.extend(self.offsets.consumer.delete_records(consumer_group))
                         consumer_deleted += 1
-                elif group.in_state(GroupState.EMPTY) and left == 0:  # type: ignore[union-attr]
+                elif group is not None and group.in_state(GroupState.EMPTY) and left == 0:
                     records.append(self.offsets.groups.group_tombstone(group_id))
-                    emptied.append(group)  # type: ignore[arg-type]
+                    emptied.append(group)
                 self._next_group_please()
         self._write(records, emptied, consumer_deleted, expired)
         return self.running

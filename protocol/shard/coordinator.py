@@ -12,10 +12,12 @@ from collections import Counter
 from typing import Any, Callable, Hashable, Iterable, Mapping, TypeVar
 
 from .. import validation
+from ..apis import Api
 from ..classic.group import ClassicGroup
 from ..classic.manager import GroupMetadataManager
 from ..classic.snapshot import GroupSnapshot
 from ..config import GroupConfig
+from ..consumer.group import ConsumerGroupState
 from ..consumer.manager import ConsumerGroupManager
 from ..consumer.messages import (
     ConsumerGroupDescribeRequest,
@@ -51,10 +53,12 @@ from ..offsets.manager import OffsetMetadataManager
 from ..offsets.retention_sweep import RetentionSweep
 from ..records import GroupMetadataKey, OffsetCommitKey, Record
 from ..responses import error_response
-from ..values import GroupState
+from ..values import GroupState, GroupType
 from .clock import Clock, SystemClock
+from .conversions import GroupConversions
 from .deferred import Deferred
 from .log import MemoryLog, RecordBatchTooLarge, RecordLog
+from .registry import GroupRegistry
 from .runtime import ShardRuntime
 from .stats import ShardGauges, ShardStats
 
@@ -83,9 +87,12 @@ class GroupCoordinator:
         self.log = log if log is not None else MemoryLog()
         self._loading = False
         self.runtime = ShardRuntime(self.clock, self.log, self._replay)
-        self.groups = GroupMetadataManager(self.runtime, self.config)
-        self.consumer = ConsumerGroupManager(self.runtime, self.config, self.groups)
-        self.offsets = OffsetMetadataManager(self.runtime, self.groups, self.config, self.consumer)
+        # Every group of the shard, classic and consumer: one group-id space, as in Kafka.
+        self.registry = GroupRegistry()
+        self.groups = GroupMetadataManager(self.runtime, self.config, self.registry)
+        self.consumer = ConsumerGroupManager(self.runtime, self.config, self.registry)
+        self.registry.set_converter(GroupConversions(self.groups, self.consumer))
+        self.offsets = OffsetMetadataManager(self.runtime, self.config, self.registry, self.groups, self.consumer)
         self.retention = RetentionSweep(self.runtime, self.offsets, self.config, self.groups.mark_dead)
         self._schedule_retention_check()
 
@@ -94,9 +101,9 @@ class GroupCoordinator:
     def _replay(self, record: Record) -> None:
         key, value = record
         if type(key) is OffsetCommitKey:
-            self.offsets.replay(key, value)  # type: ignore[arg-type]
+            self.offsets.replay(key, value)  # type: ignore[arg-type]  # an OffsetCommitKey's value is one too
         elif type(key) is GroupMetadataKey:
-            self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]
+            self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]  # likewise, GroupMetadataValue
         else:
             self.consumer.replay(key, value)
 
@@ -106,6 +113,7 @@ class GroupCoordinator:
         # _replay's dispatch, inlined: most of a log is offset commits, and this loop runs per record.
         replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, True
         replay_consumer = self.consumer.replay
+        value: Any  # the value type that goes with the key's: the log's records are well formed
         try:
             for key, value in records:
                 if type(key) is OffsetCommitKey:
@@ -153,19 +161,20 @@ class GroupCoordinator:
 
     def gauges(self) -> ShardGauges:
         """Groups per state, members, offsets and purgatory sizes right now (O(groups + members))."""
-        by_state: Counter[str] = Counter({s.value: 0 for s in GroupState})
+        by_state: Counter[str] = Counter({s.value: 0 for s in (*GroupState, *ConsumerGroupState)})
         members = joins = syncs = 0
-        for group in self.groups.groups.values():
+        for group in self.registry.values():
             by_state[group.state.value] += 1
             members += len(group.members)
-            joins += group.num_awaiting_join
-            syncs += sum(1 for m in group.members.values() if m.awaiting_sync is not None)
+            if type(group) is ClassicGroup:
+                joins += group.num_awaiting_join
+                syncs += sum(1 for m in group.members.values() if m.awaiting_sync is not None)
         return ShardGauges(
             groups_by_state=dict(by_state),
             members=members,
             offsets=self.offsets.total_offsets(),
             timers=self.runtime.timers.count_by_kind(),
-            parked={"join_group": joins, "sync_group": syncs},
+            parked={Api.JOIN_GROUP: joins, Api.SYNC_GROUP: syncs},
             awaiting_durability=self.runtime.waiting(),
         )
 
@@ -193,7 +202,9 @@ class GroupCoordinator:
         TIMER_RETRY_MS; any other exception is logged and counted, and the other timers go on.
         """
         group_id = key[1] if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str) else None
-        snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers) if self._may_empty(key) else None
+        snapshot = None
+        if group_id is not None and self._may_empty(key):
+            snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers)
         try:
             callback()
         except RecordBatchTooLarge as e:
@@ -253,62 +264,76 @@ class GroupCoordinator:
     # --- requests --------------------------------------------------------------------------
 
     def _handle(self, api: str, req: Any, handler: Callable[[Any], Deferred[T]]) -> Deferred[T]:
-        """Validate, then handle; bad input is answered with its error code and changes nothing."""
+        """Validate, then handle; bad input is answered with its error code and changes nothing.
+
+        This is the one place where a write the log refuses (RecordBatchTooLarge) becomes an answer: the
+        handler's records were not staged, so nothing persisted changed; what the handler changed in memory
+        only is put back from a snapshot, and the request gets UNKNOWN_SERVER_ERROR (as Kafka maps
+        MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE on a coordinator write).
+        """
         error = validation.check(api, req, self.config)
         if error is not None:
             return self.runtime.respond(error_response(api, req, error))
-        return handler(req)
+        snapshot = self._restore_point(api, req)
+        try:
+            return handler(req)
+        except RecordBatchTooLarge as e:
+            self.runtime.stats.refused_writes += 1
+            log.error("%s of group %s: its records were refused (%s); nothing changed", api,
+                      getattr(req, "group_id", None), e)
+            if snapshot is not None:
+                snapshot.restore()
+            return self.runtime.respond(error_response(api, req, Errors.UNKNOWN_SERVER_ERROR))
+
+    def _restore_point(self, api: str, req: Any) -> GroupSnapshot | None:
+        """A copy of the group a request may change in memory before its records are refused, else None.
+
+        Only a LeaveGroup that may empty its classic group does both (it removes members, then writes the
+        Empty group); every other handler writes first, or puts its own state back (SyncGroup, a static
+        member's replacement), as Kafka's coordinator does.
+        """
+        if api != Api.LEAVE_GROUP:
+            return None
+        group = self.groups.get_group(req.group_id)
+        if group is None or len(req.members) < len(group.members):
+            return None
+        return GroupSnapshot(self.groups.groups, req.group_id, self.runtime.timers)
 
     def join_group(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
         """JoinGroup (API key 11); INCONSISTENT_GROUP_PROTOCOL on a consumer group unless it is empty."""
-        return self._handle("join_group", req, self._classic_join)
+        return self._handle(Api.JOIN_GROUP, req, self._classic_join)
 
     def _classic_join(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
-        consumer_group = self.consumer.get(req.group_id)
-        if consumer_group is not None:
-            if not consumer_group.is_empty():
+        if self.consumer.get(req.group_id) is not None:
+            records = self.registry.conversion_records(req.group_id, GroupType.CLASSIC)
+            if records is None:
                 # Kafka would let a classic member into a consumer group (online migration); we refuse it.
-                return self.runtime.respond(error_response("join_group", req, Errors.INCONSISTENT_GROUP_PROTOCOL))
+                return self.runtime.respond(error_response(Api.JOIN_GROUP, req, Errors.INCONSISTENT_GROUP_PROTOCOL))
             cfg = self.config
             if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
                 # The empty consumer group becomes an empty classic group in one batch, or not at all.
-                classic = ClassicGroup(req.group_id, self.runtime.now())
-                records = [*self.consumer.delete_records(consumer_group), self.groups.group_record(classic)]
-                try:
-                    self.runtime.append(records)
-                except RecordBatchTooLarge as e:
-                    log.error("group %s cannot become a classic group: %s", req.group_id, e)
-                    return self.runtime.respond(error_response("join_group", req, Errors.UNKNOWN_SERVER_ERROR))
+                self.runtime.append(records)
         return self.groups.join_group(req)
 
     def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResponse]:
         """SyncGroup (API key 14); UNKNOWN_MEMBER_ID on a consumer group, whose members are no classic members."""
-        return self._handle("sync_group", req, self._classic(self.groups.sync_group, "sync_group"))
+        return self._handle(Api.SYNC_GROUP, req, self._classic(self.groups.sync_group, Api.SYNC_GROUP))
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
         """Heartbeat (API key 12); UNKNOWN_MEMBER_ID on a consumer group."""
-        return self._handle("heartbeat", req, self._classic(self.groups.heartbeat, "heartbeat"))
+        return self._handle(Api.HEARTBEAT, req, self._classic(self.groups.heartbeat, Api.HEARTBEAT))
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """LeaveGroup (API key 13), by member id and/or instance id; on a consumer group every member is unknown."""
-        return self._handle("leave_group", req, self._leave_group)
+        return self._handle(Api.LEAVE_GROUP, req, self._leave_group)
 
     def _leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
-        """A leave writes a record only when it empties the group; then a refused write puts the group back."""
+        """A leave writes a record only when it empties the group (see _restore_point for a refused one)."""
         if self.consumer.get(req.group_id) is not None:
             unknown = Errors.UNKNOWN_MEMBER_ID
             members = [LeaveMemberResponse(m.member_id, m.group_instance_id, unknown) for m in req.members]
             return self.runtime.respond(LeaveGroupResponse(Errors.NONE, members))
-        group = self.groups.get_group(req.group_id)
-        if group is None or len(req.members) < len(group.members):
-            return self.groups.leave_group(req)
-        snapshot = GroupSnapshot(self.groups.groups, req.group_id, self.runtime.timers)
-        try:
-            return self.groups.leave_group(req)
-        except RecordBatchTooLarge as e:
-            log.error("group %s: the leave cannot be stored (%s); the group is as it was", req.group_id, e)
-            snapshot.restore()
-            return self.runtime.respond(error_response("leave_group", req, Errors.UNKNOWN_SERVER_ERROR))
+        return self.groups.leave_group(req)
 
     def _classic(self, handler: Callable[[Any], Deferred[T]], api: str) -> Callable[[Any], Deferred[T]]:
         """`handler`, or UNKNOWN_MEMBER_ID when the request names a consumer group (as Kafka answers a
@@ -323,15 +348,15 @@ class GroupCoordinator:
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """OffsetCommit (API key 8)."""
-        return self._handle("commit_offsets", req, self.offsets.commit_offsets)
+        return self._handle(Api.OFFSET_COMMIT, req, self.offsets.commit_offsets)
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """OffsetFetch (API key 9)."""
-        return self._handle("fetch_offsets", req, self.offsets.fetch_offsets)
+        return self._handle(Api.OFFSET_FETCH, req, self.offsets.fetch_offsets)
 
     def list_groups(self, req: ListGroupsRequest | None = None) -> Deferred[ListGroupsResponse]:
         """ListGroups (API key 16)."""
-        return self._handle("list_groups", req if req is not None else ListGroupsRequest(), self._list_groups)
+        return self._handle(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest(), self._list_groups)
 
     def _list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
         """Classic groups (group_type "classic"), then consumer groups (group_type "consumer")."""
@@ -342,25 +367,25 @@ class GroupCoordinator:
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """DescribeGroups (API key 15)."""
-        return self._handle("describe_groups", req, self.groups.describe_groups)
+        return self._handle(Api.DESCRIBE_GROUPS, req, self.groups.describe_groups)
 
     def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
         """DeleteGroups (API key 42): Empty groups are deleted with their offsets."""
-        return self._handle("delete_groups", req, self.offsets.delete_groups)
+        return self._handle(Api.DELETE_GROUPS, req, self.offsets.delete_groups)
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
         """OffsetDelete (API key 47)."""
-        return self._handle("delete_offsets", req, self.offsets.delete_offsets)
+        return self._handle(Api.OFFSET_DELETE, req, self.offsets.delete_offsets)
 
     # --- the consumer group protocol (KIP-848) ---------------------------------------------------
 
     def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> Deferred[ConsumerGroupHeartbeatResponse]:
         """ConsumerGroupHeartbeat (API key 68): join (epoch 0), heartbeat, acknowledge revocations, leave (-1, -2)."""
-        return self._handle("consumer_group_heartbeat", req, self.consumer.consumer_group_heartbeat)
+        return self._handle(Api.CONSUMER_GROUP_HEARTBEAT, req, self.consumer.consumer_group_heartbeat)
 
     def consumer_group_describe(self, req: ConsumerGroupDescribeRequest) -> Deferred[ConsumerGroupDescribeResponse]:
         """ConsumerGroupDescribe (API key 69)."""
-        return self._handle("consumer_group_describe", req, self.consumer.consumer_group_describe)
+        return self._handle(Api.CONSUMER_GROUP_DESCRIBE, req, self.consumer.consumer_group_describe)
 
     def update_topic_metadata(self, partitions: Mapping[str, int]) -> None:
         """Topic -> partition count, as the service's topic registry has it (the shard's view of the cluster)."""

@@ -37,7 +37,7 @@ class Deferred(Generic[T]):
         """The result; raises NotDoneError if the Deferred has not completed yet."""
         if self._value is _UNSET:
             raise NotDoneError("the response is not complete yet (its records are not durable)")
-        return self._value  # type: ignore[return-value]
+        return self._value  # type: ignore[return-value]  # not _UNSET, so a T (mypy cannot narrow a sentinel)
 
     def complete(self, value: T) -> None:
         """Set the result and run the callbacks; a second completion is a bug."""
@@ -53,4 +53,4 @@ class Deferred(Generic[T]):
         if self._value is _UNSET:
             self._callbacks.append(cb)
         else:
-            cb(self._value)  # type: ignore[arg-type]
+            cb(self._value)  # type: ignore[arg-type]  # done, so a T (as in result)

@@ -101,7 +101,3 @@ class ShardRuntime:
     def waiting(self) -> int:
         """How many responses and actions wait for durability."""
         return len(self._waiters)
-
-    def has_waiters(self) -> bool:
-        """Whether any response or action still waits for durability."""
-        return bool(self._waiters)

@@ -32,6 +32,7 @@ class ShardStats:
         "offset_expirations",
         "rebalance_durations_ms",
         "rebalances",
+        "refused_writes",
         "session_expirations",
         "timer_failures",
     )
@@ -47,6 +48,7 @@ class ShardStats:
         self.group_deletions = 0  # groups removed by DeleteGroups or by the retention sweep
         self.expiry_write_failures = 0  # retention sweep steps whose tombstones the log refused (retried next pass)
         self.timer_failures = 0  # timer callbacks that raised (logged; the other timers went on)
+        self.refused_writes = 0  # requests whose records the log refused (answered UNKNOWN_SERVER_ERROR)
         self.rebalance_durations_ms: deque[int] = deque(maxlen=MAX_PENDING_DURATIONS)
 
     def take_rebalance_durations(self) -> list[int]:

@@ -21,13 +21,13 @@ P = "groupcoord.protocol"
 PROTOCOL_ROOT = {
     f"{P}.{name}"
     for name in (
-        "config", "consumer_protocol", "errors", "messages", "partitioner", "records", "responses", "validation",
-        "values",
+        "apis", "config", "consumer_protocol", "errors", "messages", "partitioner", "records", "responses",
+        "validation", "values",
     )
 }
 # The shard runtime below the groups; the coordinator (also in shard/) is the top of the protocol.
 SHARD_RUNTIME = {f"{P}.shard", *(f"{P}.shard.{n}" for n in ("clock", "deferred", "log", "purgatory", "runtime",
-                                                            "stats", "views"))}
+                                                            "registry", "stats"))}
 
 # What each package (and everything under it) may import of groupcoord, and which outside modules it may not.
 # The longest matching key is a module's rule.
@@ -38,6 +38,8 @@ ALLOWED = {
                            f"{P}.assignors.consumer_protocol"} for m in PROTOCOL_ROOT},
     f"{P}.shard": PROTOCOL_ROOT | SHARD_RUNTIME,
     f"{P}.shard.coordinator": {P},
+    # Turning a group of one protocol into the other: the one module below the coordinator that knows both.
+    f"{P}.shard.conversions": {P},
     f"{P}.classic": PROTOCOL_ROOT | SHARD_RUNTIME | {f"{P}.classic", f"{P}.assignors"},
     f"{P}.consumer": PROTOCOL_ROOT | SHARD_RUNTIME | {f"{P}.consumer"},
     # offsets/ reads both kinds of group (the offsets of a group depend on the group, never the reverse).

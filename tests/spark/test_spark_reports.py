@@ -204,3 +204,25 @@ def test_an_empty_storage_root_gives_empty_reports(spark, tmp_path):
         assert commit_summary(loaded.commits, h.NOW).collect() == []
     finally:
         loaded.release()
+
+
+def test_the_plot_marks_rebalances_and_other_events_with_a_legend(analysis, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from groupcoord.spark.plot import rebalance_events
+
+    rebalances = rebalance_events(analysis.rebalance_history, ["alpha"])
+    generations = analysis.rebalance_history.where("`group` = 'alpha'").count()
+    assert len(rebalances) == generations > 0 and all(kind == "rebalance" for _, kind in rebalances)
+    series = activity_timeseries(analysis.loaded.commits, analysis.samples, now_ms=h.NOW, buckets=20)
+    restart = (int(series["bucket_start_ms"].median()), "coordinator restart")
+    figures, close = [], plt.close
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
+    plot_timeseries(series, tmp_path / "marked.png", events=[*rebalances, restart])
+    rate_ax, lag_ax = figures[0].axes
+    legend = [t.get_text() for t in rate_ax.get_legend().get_texts()]
+    assert "rebalance (new generation)" in legend and "coordinator restart" in legend
+    assert legend.count("coordinator restart") == 1 and legend.count("rebalance (new generation)") == 1
+    vertical = [line for line in lag_ax.get_lines() if len(set(line.get_xdata())) == 1]
+    assert len(vertical) == len(rebalances) + 1
+    close(figures[0])

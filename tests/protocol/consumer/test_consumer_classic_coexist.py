@@ -154,3 +154,22 @@ def test_offsets_of_unsubscribed_topics_expire_and_an_empty_group_without_offset
     ctx.send(member_id="a", member_epoch=-1)
     ctx.advance(70_000)
     assert GROUP not in ctx.coord.consumer.groups and ctx.coord.offsets.offsets_of(GROUP) == {}
+
+
+def test_the_gauges_count_consumer_groups_and_their_members_beside_classic_ones():
+    ctx = ConsumerContext()
+    _classic_member(ctx)
+    ctx.join("a")
+    ctx.join("b")
+    gauges = ctx.coord.gauges()
+    assert gauges.groups == 2 and gauges.members == 3
+    assert gauges.groups_by_state["Stable"] == 1 and gauges.groups_by_state["Reconciling"] == 1
+
+
+def test_one_group_id_names_one_group_whichever_its_protocol():
+    ctx = ConsumerContext()
+    ctx.coord.commit_offsets(OffsetCommitRequest("simple", {TP0: OffsetAndMetadata(1)}))
+    assert ctx.coord.registry.get("simple").group_type == "classic"
+    ctx.join("a", group_id="simple")  # the empty classic group becomes a consumer group
+    assert ctx.coord.registry.get("simple").group_type == "consumer" and len(ctx.coord.registry) == 1
+    assert "simple" not in ctx.coord.groups.groups and "simple" in ctx.coord.consumer.groups

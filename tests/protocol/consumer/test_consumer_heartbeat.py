@@ -13,6 +13,10 @@ from groupcoord.protocol import Errors, TopicPartition
     ("kw", "message"),
     [
         ({"group_id": "", "member_epoch": 0}, "GroupId can't be empty."),
+        # Kafka trims ids as Java's String.trim(): one made only of spaces (or tabs, newlines) is empty too.
+        ({"group_id": "   ", "member_epoch": 0}, "GroupId can't be empty."),
+        ({"group_id": " \t\n", "member_id": "m", "member_epoch": 1}, "GroupId can't be empty."),
+        ({"member_id": "  ", "member_epoch": 5}, "MemberId can't be empty."),
         ({"member_epoch": 5}, "MemberId can't be empty."),
         ({"member_epoch": -1}, "MemberId can't be empty."),
         ({"member_epoch": 0, "subscribed_topic_names": ["t"], "topic_partitions": []}, "RebalanceTimeoutMs must be"),
@@ -31,6 +35,7 @@ from groupcoord.protocol import Errors, TopicPartition
         ({"member_id": "m", "member_epoch": -3}, "MemberEpoch is invalid."),
         ({"member_id": "m", "member_epoch": 1, "instance_id": ""}, "InstanceId can't be empty."),
         ({"member_id": "m", "member_epoch": 1, "rack_id": ""}, "RackId can't be empty."),
+        ({"member_id": "m", "member_epoch": 1, "instance_id": " "}, "InstanceId can't be empty."),
         ({"member_id": "m", "member_epoch": 1, "subscribed_topic_regex": "("}, "SubscribedTopicRegex"),
     ],
 )
@@ -196,3 +201,9 @@ def test_adding_partitions_to_a_subscribed_topic_reassigns():
     ctx.coord.update_topic_metadata({"t": 4})
     ctx.heartbeat(a)
     assert a.owned == tps("t", 0, 1, 2, 3) and ctx.describe().group_epoch == 2
+
+
+def test_a_group_id_with_spaces_around_a_name_is_not_blank():
+    ctx = ConsumerContext()
+    ctx.join("a", group_id=" g ")
+    assert " g " in ctx.coord.consumer.groups

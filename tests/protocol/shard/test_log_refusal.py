@@ -86,3 +86,26 @@ def test_a_refused_commit_fails_every_partition_and_keeps_the_committed_offsets(
     log.refusing = False
     fetched = ctx.coord.fetch_offsets(OffsetFetchRequest("simple", tps)).result()
     assert {tp: p.offset for tp, p in fetched.offsets.items()} == dict.fromkeys(tps, 5)
+
+
+def test_refused_writes_of_every_kind_are_answered_in_one_place_and_counted():
+    from consumer_context import ConsumerContext
+
+    from groupcoord.protocol.consumer.messages import ConsumerGroupHeartbeatRequest
+    from groupcoord.protocol.messages import DeleteGroupsRequest, LeaveGroupRequest, MemberIdentity
+
+    log = RefusingLog()
+    ctx = ConsumerContext(log=log)
+    ctx.coord.commit_offsets(OffsetCommitRequest("empty", {TopicPartition("t", 0): OffsetAndMetadata(1)}))
+    records_before = list(log.records)
+    log.refusing = True
+    heartbeat = ctx.coord.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(
+        "cg", "a", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], topic_partitions=[])).result()
+    deleted = ctx.coord.delete_groups(DeleteGroupsRequest(["empty", "unknown"])).result()
+    left = ctx.coord.leave_group(LeaveGroupRequest("empty", [MemberIdentity("m")])).result()
+    assert heartbeat.error == Errors.UNKNOWN_SERVER_ERROR and "cg" not in ctx.coord.registry
+    # As Kafka's DeleteGroups: a failed write fails every group of the shard's batch.
+    assert deleted.results == {"empty": Errors.UNKNOWN_SERVER_ERROR, "unknown": Errors.UNKNOWN_SERVER_ERROR}
+    assert left.error == Errors.NONE  # nothing to write: the member is unknown
+    assert log.records == records_before and ctx.coord.stats.refused_writes == 2
+    assert ctx.coord.registry.get("empty").state.value == "Empty"

@@ -63,7 +63,7 @@ def test_gauges_count_groups_by_state_members_offsets_and_what_waits():
     ctx.join("other")  # a new group: PreparingRebalance, its join parked
     g = ctx.coord.gauges()
     assert g.groups_by_state == {"Empty": 1, "PreparingRebalance": 1, "CompletingRebalance": 0, "Stable": 1,
-                                 "Dead": 0}
+                                 "Dead": 0, "Assigning": 0, "Reconciling": 0}
     assert (g.groups, g.members, g.offsets) == (3, 3, 2)
     assert g.parked == {"join_group": 1, "sync_group": 0}
     assert g.timers["heartbeat"] == 3 and g.timers["join"] == 1 and g.timers["offsets-retention"] == 1
