@@ -149,7 +149,7 @@ def bench_decode(workdir: Path, records: int, runs: int = 3) -> dict:
     """Columnar decoding of a log (read in bulk + compiled pass into Arrow) against record-by-record decoding:
     each side one untimed run (warm caches, compiled code), then `runs` timed runs; the medians."""
     from groupcoord.spark.columnar import decode_block
-    from groupcoord.spark.decode import records_to_tables
+    from groupcoord.spark.rows import records_to_tables
     from groupcoord.storage import read_partition
     from groupcoord.storage.columnar import read_entries
 
