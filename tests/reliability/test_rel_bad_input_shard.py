@@ -105,6 +105,20 @@ def run_one(drawn: Drawn) -> None:
     _heartbeats_still_pass(shard, before)
 
 
+def test_rel_shard_heartbeat_check_expects_the_code_of_a_changed_group() -> None:
+    """The liveness check after each drawn request knows the exact answer: after a valid LeaveGroup of @m0 the
+    group rebalances, so @m1 must hear REBALANCE_IN_PROGRESS and @m0 UNKNOWN_MEMBER_ID (not just any code)."""
+    from groupcoord.protocol import LeaveGroupRequest, MemberIdentity
+
+    shard = Shard()
+    before = shard.snapshot()
+    left = shard.coord.leave_group(LeaveGroupRequest("stable", [MemberIdentity(shard.ids["@m0"])])).result()
+    assert left.members[0].error == Errors.NONE
+    assert _expected_heartbeat(shard, shard.ids["@m0"]) == Errors.UNKNOWN_MEMBER_ID
+    assert _expected_heartbeat(shard, shard.ids["@m1"]) == Errors.REBALANCE_IN_PROGRESS
+    _heartbeats_still_pass(shard, before)
+
+
 @pytest.mark.parametrize("api", APIS)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
