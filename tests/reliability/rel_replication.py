@@ -154,10 +154,16 @@ class NodeChaos(Chaos):
 
     def pause_leader(self, partition: int) -> None:
         """SIGSTOP a leader until another replica leads, send it a commit, SIGCONT it: the commit must fail."""
-        role = leader_roles(self.svc)[partition]
+        def stopped() -> tuple[dict, list[int]] | None:
+            before, role = epochs(self.svc), leader_roles(self.svc)[partition]
+            try:
+                os.kill(role["pid"], signal.SIGSTOP)
+            except ProcessLookupError:  # that leader's process ended meanwhile (deposed on a loaded machine)
+                return None
+            return role, before
+
+        role, before = wait_for(stopped, 120, f"the leader of partition {partition} to pause", 0.2)
         old = self.svc.partition(partition)
-        before = epochs(self.svc)
-        os.kill(role["pid"], signal.SIGSTOP)
         try:
             self._wait_new_leaders(before, [partition])
             # A standalone group's commit, which any leader would accept, sent to the paused one.
