@@ -32,6 +32,7 @@ OTHERS = {
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
     "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
+    "test-mutations": "benchmarks.mutations",  # deliberate breaks of the product, each caught by a test
 }
 
 
@@ -46,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name in OTHERS:
-        importlib.import_module(OTHERS[name]).main(rest)
-        return 0
+        status = importlib.import_module(OTHERS[name]).main(rest)
+        return status if isinstance(status, int) else 0
     if name == "all":
         parser = argparse.ArgumentParser(prog="python -m benchmarks all")
         common.add_common_arguments(parser)

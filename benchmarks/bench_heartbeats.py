@@ -317,8 +317,21 @@ def run(args: argparse.Namespace) -> dict:
             "first_failing_offered": min((s["offered_per_s"] for s in bad), default=None),
         }
     out["false_expiries"] = sum(s["false_expiries"] for s in out["steps"])
-    out["false_expiries_up_to_knee"] = sum(s["false_expiries"] for s in out["steps"] if s["ok"])
+    # Through the first failing step of each mode: a step that fails only because of a false expiry counts
+    # (judged on the "ok" steps alone the verdict could not fail, since a false expiry makes a step not ok).
+    out["false_expiries_up_to_knee"] = sum(s["false_expiries"] for s in _through_first_failure(out["steps"]))
     return out
+
+
+def _through_first_failure(steps: list[dict]) -> list[dict]:
+    """Each mode's steps up to and including its first failing one."""
+    kept, failed = [], set()
+    for s in steps:
+        if s["mode"] not in failed:
+            kept.append(s)
+            if not s["ok"]:
+                failed.add(s["mode"])
+    return kept
 
 
 def report(results: dict) -> None:
@@ -352,7 +365,7 @@ def report(results: dict) -> None:
     ok = best >= TARGET_RATE and results["false_expiries_up_to_knee"] == 0
     common.print_target(f">= {TARGET_RATE:,} heartbeats/s per partition actor with zero false expiries",
                         f"{best:,.0f}/s answered with {results['false_expiries_up_to_knee']} false expiries up to "
-                        f"the knee ({results['false_expiries']} in all steps, past the knee included)", ok)
+                        f"the first failing step ({results['false_expiries']} in all steps)", ok)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failovers", type=int, default=3, help="leader node losses to time")
     parser.add_argument("--catch-up-records", type=int, default=200_000, help="log size the new replica copies")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (3 s throughput runs, 2 failovers, 20,000 records), marked quick in the JSON")
 
 
 def _commit_request(group: str, offset: int) -> Any:
@@ -220,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks replication", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.seconds, args.failovers, args.catch_up_records = 3.0, 2, 20_000
     started = time.perf_counter()
     results = run(args)
     results["machine"] = common.machine()

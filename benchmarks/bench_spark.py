@@ -11,8 +11,10 @@ crash of the machine) and a time limit of `--pandas-limit` times Spark's time. E
 runs `--discard` untimed times on the data (the first Spark runs of a size are much slower while
 the JVM compiles the code), then `--repeat` timed times; the medians are reported, with the load
 average of the machine during the runs. It also measures
-columnar decoding of a log (records/s on one core) against record-by-record decoding. Prints a
-table and writes benchmarks/results/spark.json.
+columnar decoding of a log (records/s on one core) against record-by-record decoding, each side
+warm and timed the same number of times. A speed-up is printed only when both sides' reports have
+the same row counts. Prints a table and writes benchmarks/results/spark.json (`--quick`: a small
+run, marked "quick" in it).
 """
 
 from __future__ import annotations
@@ -143,8 +145,9 @@ def _pandas_child(argv: list[str]) -> int:
     return 0
 
 
-def bench_decode(workdir: Path, records: int) -> dict:
-    """Columnar decoding of a log (read in bulk + compiled pass into Arrow) against record-by-record decoding."""
+def bench_decode(workdir: Path, records: int, runs: int = 3) -> dict:
+    """Columnar decoding of a log (read in bulk + compiled pass into Arrow) against record-by-record decoding:
+    each side one untimed run (warm caches, compiled code), then `runs` timed runs; the medians."""
     from groupcoord.spark.columnar import decode_block
     from groupcoord.spark.rows import records_to_tables
     from groupcoord.storage import read_partition
@@ -160,11 +163,16 @@ def bench_decode(workdir: Path, records: int) -> dict:
         fn()
         return time.process_time() - cpu, time.perf_counter() - wall
 
+    def median_of_warm_runs(fn: Callable[[], Any]) -> tuple[float, float]:
+        fn()
+        timings = [cpu_and_wall(fn) for _ in range(runs)]
+        return statistics.median(t[0] for t in timings), statistics.median(t[1] for t in timings)
+
     # CPU seconds of this one-threaded process: records/s per core, whatever else the machine runs.
-    columnar = min(cpu_and_wall(lambda: decode_block(read_entries(directory), 0)) for _ in range(3))
-    reference = cpu_and_wall(lambda: records_to_tables(read_partition(directory), 0))
+    columnar = median_of_warm_runs(lambda: decode_block(read_entries(directory), 0))
+    reference = median_of_warm_runs(lambda: records_to_tables(read_partition(directory), 0))
     shutil.rmtree(root, ignore_errors=True)
-    return {"records": records, "columnar_cpu_s": columnar[0], "columnar_wall_s": columnar[1],
+    return {"records": records, "runs": runs, "columnar_cpu_s": columnar[0], "columnar_wall_s": columnar[1],
             "record_by_record_cpu_s": reference[0], "record_by_record_wall_s": reference[1],
             "columnar_records_per_s": records / columnar[0],
             "record_by_record_records_per_s": records / reference[0]}
@@ -186,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pandas-memory-gib", type=float, default=12.0, help="address-space limit of the pandas run")
     ap.add_argument("--pandas-limit", type=float, default=5.0, help="stop pandas after this many times Spark's time")
     ap.add_argument("--decode-records", type=int, default=2_000_000, help="log size of the decoding figure (0: skip)")
+    ap.add_argument("--decode-runs", type=int, default=3, help="timed decoding runs per side, after one untimed")
+    ap.add_argument("--quick", action="store_true", help="small sizes, to check the benchmark (marked in the JSON)")
     ap.add_argument("--warmup", type=int, default=200_000, help="commits of an untimed first Spark run (0: none)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="timed runs per size, by Spark and by pandas alike; the medians are reported")
@@ -195,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.quick:
+        args.records, args.decode_records, args.warmup, args.repeat, args.discard = "1000000", 200_000, 0, 1, 1
     sizes = [int(s) for s in args.records.split(",") if s]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-spark-"))
-    decode = bench_decode(workdir, args.decode_records) if args.decode_records else None
+    decode = bench_decode(workdir, args.decode_records, args.decode_runs) if args.decode_records else None
     if decode:
         print(f"decoding, per core (CPU time): columnar {decode['columnar_records_per_s'] / 1e6:.2f}M records/s, "
               f"record by record {decode['record_by_record_records_per_s'] / 1e6:.2f}M records/s",
@@ -233,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{args.pandas_memory_gib:g} GiB)", file=sys.stderr, flush=True)
             p = pandas_in_child(history, root, data["now_ms"], args.pandas_memory_gib,
                                 limit * (args.discard + args.repeat), args.repeat, args.discard)
-            runs.append({"records": n, "data": data, "spark": s, "pandas": p})
+            runs.append({"records": n, "data": data, "spark": s, "pandas": p,
+                         "same_rows": p["outcome"] != "done" or p["rows"] == s["rows"]})
             print_run(runs[-1])
             shutil.rmtree(history, ignore_errors=True)
     finally:
@@ -247,11 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         "settings": vars(args) | {"spark_start_s": t_start},
         "decode": decode,
         "runs": runs,
+        "quick": args.quick,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")
-    return 0
+    return 0 if all(r["same_rows"] for r in runs) else 1
 
 
 def print_run(run: dict) -> None:
@@ -265,9 +279,12 @@ def print_run(run: dict) -> None:
     for name in REPORTS:
         pv = p.get("reports_s", {}).get(name)
         print(f"  {name:<18} spark {s['reports_s'][name]:7.2f}s   pandas {'-' if pv is None else f'{pv:7.2f}s'}")
-    if p["outcome"] == "done":
+    if p["outcome"] == "done" and not run["same_rows"]:  # a speed-up between different answers means nothing
+        print(f"  total              spark {s['total_s']:7.2f}s   pandas {p['total_s']:7.2f}s   MISSED: the "
+              f"reports differ (rows: Spark {s['rows']}, pandas {p['rows']}), no speed-up")
+    elif p["outcome"] == "done":
         print(f"  total              spark {s['total_s']:7.2f}s   pandas {p['total_s']:7.2f}s "
-              f"(read {p['read_s']:.2f}s)   speed-up {p['total_s'] / s['total_s']:.2f}x")
+              f"(read {p['read_s']:.2f}s)   speed-up {p['total_s'] / s['total_s']:.2f}x (same rows in every report)")
     else:
         print(f"  total              spark {s['total_s']:7.2f}s   pandas: {p['outcome']} {p}")
     sys.stdout.flush()

@@ -18,6 +18,7 @@ import time
 from benchmarks import long_runs
 
 NAMESPACE = "gc-bench-replication-chaos"
+RESULT = long_runs.ROOT / "benchmarks" / "results" / "replication-chaos.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--groups", type=int, default=4)
     p.add_argument("--seed", type=int, default=11)
-    p.add_argument("--json", default=None, help="write the figures to this file as JSON")
+    p.add_argument("--json", default=str(RESULT), help="write the figures to this file as JSON")
     args = p.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-replication-chaos-") as tmp:
@@ -50,11 +51,15 @@ def main(argv: list[str] | None = None) -> int:
                 chaos.close()
     report = chaos.report
     failures = [*report.lost, *chaos.zombie_acks] + [repr(e) for e in chaos.fatal_errors()]
+    if not chaos.real_failovers():
+        failures.append(f"a counted node loss caused no failover: {chaos.failovers}")
     figures = {
         "node_losses": chaos.node_losses,
         "paused_leaders": chaos.pauses,
         "seconds": time.monotonic() - started,
-        "failover_s": sorted(chaos.failover_s),
+        "failover_s": sorted(chaos.failover_s),  # only node losses that hit a leader (see NodeChaos.lose_node)
+        "failovers": chaos.failovers,
+        "quick": args.losses < 30,
         "commit_attempts": dict(chaos.ledger.counts()),
         "partitions_verified": report.partitions_checked,
         "offsets_checked_after_failovers": report.restart_partitions_checked,

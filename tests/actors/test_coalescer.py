@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import ray
-from ray_helpers import kill_and_wait_restart
 from services import running_service
+from waiting import wait_for
 
 from groupcoord.actors.client.coalescer import RequestCoalescer
 from groupcoord.actors.client.coordinator_client import ACTOR_ERRORS, CoordinatorClient
@@ -70,24 +71,66 @@ def test_the_client_batches_heartbeats_commits_and_fetches_but_not_joins(svc):
         RequestCoalescer(svc.partition(0)).submit("join_group", None)
 
 
-def test_a_batch_to_a_killed_actor_fails_with_an_actor_error_and_the_next_one_is_served(svc):
-    coalescer = RequestCoalescer(svc.partition(0))
+@ray.remote(num_cpus=0, max_restarts=1)
+class HeldPartition:
+    """A stand-in for a partition actor that forwards batches to the real one; after hold_next() it holds the
+    next batch until it is killed (a restart holds nothing), so that a kill lands while a batch is in flight."""
+
+    def __init__(self, partition) -> None:
+        self.partition = partition
+        self.holding = False
+        self.arrived = asyncio.Event()
+        self.held_calls = 0
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def hold_next(self) -> None:
+        self.holding = True
+
+    async def wait_held(self) -> int:
+        """Until a batch is held; the number of requests in it."""
+        await self.arrived.wait()
+        return self.held_calls
+
+    async def batch(self, calls):
+        if self.holding:
+            self.holding = False
+            self.held_calls = len(calls)
+            self.arrived.set()
+            await asyncio.Event().wait()  # never released: only the kill ends this call
+        return await self.partition.batch.remote(calls)
+
+
+def test_a_batch_held_by_a_killed_actor_fails_with_an_actor_error_and_the_next_one_is_served(svc):
+    stand_in = HeldPartition.remote(svc.partition(0))
+    coalescer = RequestCoalescer(stand_in)
     try:
         assert coalescer.call("commit_offsets", _commit("co-kill", 1), timeout_s=30).errors[TPS[0]] == Errors.NONE
+        old_pid = ray.get(stand_in.pid.remote(), timeout=30)
+        ray.get(stand_in.hold_next.remote(), timeout=30)
         futures = [coalescer.submit("commit_offsets", _commit("co-kill", 2)) for _ in range(20)]
-        kill_and_wait_restart(svc.partition(0))
-        outcomes = set()
+        held = ray.get(stand_in.wait_held.remote(), timeout=60)  # the first batch is inside the actor now
+        ray.kill(stand_in, no_restart=False)
+        outcomes = []
         for f in futures:
             try:
-                outcomes.add(f.result(timeout=60).errors[TPS[0]])
+                outcomes.append(f.result(timeout=60).errors[TPS[0]])
             except ACTOR_ERRORS as e:
-                outcomes.add(type(e).__name__)
-        # Every queued caller got an answer (none hung): acknowledged before the kill, or an actor error to retry on.
-        assert outcomes <= {Errors.NONE, "RayActorError", "ActorDiedError", "ActorUnavailableError"}, outcomes
+                outcomes.append(type(e).__name__)
+        # The held batch (the first `held` requests) died with the actor; later batches went to its restart.
+        assert 1 <= held <= len(futures)
+        actor_errors = {"RayActorError", "ActorDiedError", "ActorUnavailableError"}
+        assert set(outcomes[:held]) <= actor_errors, outcomes
+        assert set(outcomes[held:]) <= actor_errors | {Errors.NONE}, outcomes
+        new_pid = wait_for(lambda: ray.get(stand_in.pid.remote(), timeout=10), what="the stand-in to restart")
+        assert new_pid != old_pid
         after = coalescer.call("fetch_offsets", OffsetFetchRequest("co-kill", TPS[:1]), timeout_s=60)
-        assert after.offsets[TPS[0]].offset in (1, 2)  # 2 only if it was acknowledged before the kill
+        # Offset 2 is committed exactly when one of its commits was acknowledged.
+        assert after.offsets[TPS[0]].offset == (2 if Errors.NONE in outcomes else 1), outcomes
     finally:
         coalescer.close()
+        ray.kill(stand_in)
 
 
 @ray.remote(num_cpus=0)

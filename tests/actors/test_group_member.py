@@ -106,8 +106,11 @@ def test_members_ride_through_a_coordinator_restart(svc, members):
     generation = members[0].member.generation_id
     tp = next(iter(members[0].assignment()))
     _, handle = svc.find_coordinator("g-ride")
+    old_pid = ray.get(handle.status.remote(), timeout=60)["pid"]
     ray.kill(handle, no_restart=False)
     members[0].member.commit({tp: OffsetAndMetadata(77, "after restart")})  # retried until the actor is back
+    status = wait_for(lambda: ray.get(handle.status.remote(), timeout=10), what="the coordinator's status")
+    assert status["pid"] != old_pid, "the coordinator did not restart"
     assert members[0].member.committed([tp])[tp] == OffsetAndMetadata(77, "after restart", -1)
     assert settled(members, PARTITIONS) and members[0].member.generation_id == generation
     assert not any(m.errors for m in members)

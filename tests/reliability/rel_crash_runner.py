@@ -22,14 +22,16 @@ class CrashFigures:
     """What one crash run did: kills, acknowledged offsets, and recovered ends."""
 
     kills: int = 0
-    self_kills: int = 0
+    self_kills: int = 0  # writers that SIGKILLed themselves inside an fsync or a compaction step
+    compactions: int = 0  # compactions that completed (and rewrote something) before their writer died
     acked: int = 0
     ends: list[int] = field(default_factory=list)
     records_checked: int = 0
 
 
-def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: float) -> tuple[int, bool]:
-    """Run one writer until `run_s` passed (or it killed itself); SIGKILL it; return (highest acked, self-killed)."""
+def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: float) -> tuple[int, bool, int]:
+    """Run one writer until `run_s` passed (or it killed itself); SIGKILL it; return (highest acked,
+    self-killed, compactions completed)."""
     proc = subprocess.Popen(
         [sys.executable, str(WRITER), str(directory), mode, str(seed), str(kill_p)],
         stdout=subprocess.PIPE,
@@ -47,23 +49,33 @@ def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: floa
     out, err = proc.communicate()
     out = opened + out
     assert proc.returncode == -9, f"writer died by itself (status {proc.returncode}):\n{err[-3000:]}"
-    acked = [int(line) for line in out.split() if line.isdigit()]
-    return max(acked, default=0), self_killed
+    lines = out.splitlines()
+    acked = [int(line) for line in lines if line.isdigit()]
+    return max(acked, default=0), self_killed, lines.count("compacted")
 
 
 def crash_run(
-    directory: Path, mode: str, rounds: int, seed: int, max_run_s: float = 0.4, kill_p: float = 0.003
+    directory: Path, mode: str, rounds: int, seed: int, max_run_s: float = 0.4, kill_p: float = 0.003,
+    min_self_kills: int = 0, min_compactions: int = 0, max_rounds: int | None = None,
 ) -> CrashFigures:
-    """Kill `rounds` writers in a row on one log directory, verifying after each kill."""
+    """Kill `rounds` writers in a row on one log directory, verifying after each kill; then more (up to
+    `max_rounds`) until at least `min_self_kills` writers killed themselves and `min_compactions` completed."""
     rng = random.Random(seed)
     figures = CrashFigures()
-    for i in range(rounds):
-        acked, self_killed = run_writer(directory, mode, rng.randrange(2**31), rng.uniform(0.05, max_run_s), kill_p)
+    i = 0
+    while i < rounds or (
+        (figures.self_kills < min_self_kills or figures.compactions < min_compactions)
+        and i < (max_rounds or rounds)
+    ):
+        acked, self_killed, compactions = run_writer(directory, mode, rng.randrange(2**31),
+                                                     rng.uniform(0.05, max_run_s), kill_p)
         end, count = verify(directory, mode, acked)
         figures.kills += 1
         figures.self_kills += self_killed
+        figures.compactions += compactions
         figures.acked = max(figures.acked, acked)
         figures.ends.append(end)
         figures.records_checked += count
         assert i == 0 or end >= figures.ends[-2], f"the log end went back from {figures.ends[-2]} to {end}"
+        i += 1
     return figures

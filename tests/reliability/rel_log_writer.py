@@ -4,7 +4,8 @@
 the deterministic records `record_at(offset)` from its end offset on, in batches of random size,
 and after each flush prints the durable offset on stdout (one line, flushed): everything below
 it was acknowledged. MODE "append" only appends; MODE "compact" also compacts the closed
-segments in a background thread, over and over. With probability KILL_P per fsync (and per
+segments in a background thread, over and over, printing "compacted" after each compaction that
+rewrote something (a failing compaction ends the process with status 3). With probability KILL_P per fsync (and per
 compaction step) the process SIGKILLs itself right there, so that kills also land between a
 write and its fsync and inside the compaction swap protocol; the parent kills it too.
 `verify` is the parent's check of a recovered log against these records.
@@ -18,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
@@ -108,9 +110,14 @@ def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
     if mode == "compact":
 
         def compact_forever() -> None:
-            while True:
-                plog.compact(on_step=on_step)
-                time.sleep(0.002)
+            try:
+                while True:
+                    if plog.compact(on_step=on_step).groups_rewritten:
+                        print("compacted", flush=True)
+                    time.sleep(0.002)
+            except BaseException:  # a dead compaction thread must end the run, not turn it into an append-only one
+                traceback.print_exc()
+                os._exit(3)
 
         threading.Thread(target=compact_forever, daemon=True).start()
     while True:

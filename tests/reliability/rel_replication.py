@@ -88,42 +88,82 @@ class NodeChaos(Chaos):
         self.lost_nodes: list[str] = []
         self.pauses = 0
         self.zombie_acks: list[str] = []
-        self.failover_s: list[float] = []
+        self.failover_s: list[float] = []  # one per counted node loss: removal -> every new leader elected
+        self.failovers: list[dict] = []  # what each counted node loss did to the partitions it led
+        self.follower_losses = 0  # nodes removed on request (`node_id`) that led nothing: no failover
         self.factor = len(svc.describe_partitions()[0].replicas)
 
-    def _wait_new_leaders(self, before: list[int], partitions: list[int]) -> None:
+    def _wait_new_leaders(self, before: list[int], partitions: list[int], lost: str | None = None) -> None:
         def elected() -> bool:
             now = self.svc.describe_partitions()
-            return all(now[p].leader_epoch > before[p] and now[p].leader is not None for p in partitions)
+            return all(now[p].leader_epoch > before[p] and now[p].leader not in (None, lost) for p in partitions)
 
         wait_for(elected, 120, f"new leaders of partitions {partitions}", 0.05)
         self.svc.refresh()
 
+    def _worker_leaders(self) -> list[str]:
+        """The worker nodes (removable, unlike the head) that lead some partition now."""
+        workers = {n.node_id for n in self.cluster.worker_nodes}
+        return sorted({d.leader for d in self.svc.describe_partitions() if d.leader in workers})
+
     def lose_node(self, node_id: str | None = None) -> str:
-        """Remove a worker node that hosts a leader (or `node_id`), delete its disk, and wait for new leaders."""
-        described = self.svc.describe_partitions()
-        workers = {n.node_id: n for n in self.cluster.worker_nodes}
+        """Remove a worker node that leads a partition (or `node_id`), delete its disk, and wait for new leaders.
+
+        Counted as a node loss, with its failover time, only if the node led something and every partition
+        it led then has a higher epoch and a leader on another node. When every leader is on the head node
+        (which cannot be removed), one of them is paused first, so that the loss hits a leader; a `node_id`
+        that leads nothing is counted in `follower_losses` instead.
+        """
         if node_id is None:
-            leaders = [d.leader for d in described if d.leader in workers]
-            node_id = self.rng.choice(leaders or sorted(workers))
+            if not self._worker_leaders():
+                head = self.cluster.head_node.node_id
+                self.pause_leader(next(d.partition for d in self.svc.describe_partitions() if d.leader == head))
+                self.wait_repaired()
+            node_id = self.rng.choice(self._worker_leaders())
+        workers = {n.node_id: n for n in self.cluster.worker_nodes}
+        described = self.svc.describe_partitions()
         hit = [d.partition for d in described if d.leader == node_id]
         before = [d.leader_epoch for d in described]
         started = time.monotonic()
         self.cluster.remove_node(workers[node_id], allow_graceful=False)
         self.lost_nodes.append(node_id)
         shutil.rmtree(self.storage.replace("{node_id}", node_id), ignore_errors=True)
-        self._wait_new_leaders(before, hit)
-        self.failover_s.append(time.monotonic() - started)
+        if not hit:
+            self.follower_losses += 1
+            return node_id
+        self._wait_new_leaders(before, hit, lost=node_id)
+        elapsed = time.monotonic() - started
+        after = self.svc.describe_partitions()
+        self.failovers.append({
+            "lost_node": node_id, "partitions": hit, "seconds": elapsed,
+            "epochs": [(before[p], after[p].leader_epoch) for p in hit],
+            "new_leaders": [after[p].leader for p in hit],
+        })
+        self.failover_s.append(elapsed)
         self.node_losses += 1
         self.check_after_restart(hit)
         return node_id
 
+    def real_failovers(self) -> bool:
+        """Whether every counted node loss raised the epoch of each partition it led and moved its leader away."""
+        return len(self.failovers) == self.node_losses and all(
+            f["partitions"] and all(after > before for before, after in f["epochs"])
+            and f["lost_node"] not in f["new_leaders"] and None not in f["new_leaders"]
+            for f in self.failovers
+        )
+
     def pause_leader(self, partition: int) -> None:
         """SIGSTOP a leader until another replica leads, send it a commit, SIGCONT it: the commit must fail."""
-        role = leader_roles(self.svc)[partition]
+        def stopped() -> tuple[dict, list[int]] | None:
+            before, role = epochs(self.svc), leader_roles(self.svc)[partition]
+            try:
+                os.kill(role["pid"], signal.SIGSTOP)
+            except ProcessLookupError:  # that leader's process ended meanwhile (deposed on a loaded machine)
+                return None
+            return role, before
+
+        role, before = wait_for(stopped, 120, f"the leader of partition {partition} to pause", 0.2)
         old = self.svc.partition(partition)
-        before = epochs(self.svc)
-        os.kill(role["pid"], signal.SIGSTOP)
         try:
             self._wait_new_leaders(before, [partition])
             # A standalone group's commit, which any leader would accept, sent to the paused one.
@@ -154,7 +194,7 @@ class NodeChaos(Chaos):
         wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2)
 
     def kill_some(self) -> None:
-        """One fault: a pause of a random leader, or the loss of a node hosting a leader."""
+        """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node)."""
         if self.rng.random() < 0.5:
             self.pause_leader(self.rng.randrange(self.svc.num_partitions))
         else:

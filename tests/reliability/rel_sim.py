@@ -47,6 +47,7 @@ class SimStats:
     heartbeats: Counter = field(default_factory=Counter)
     commits: Counter = field(default_factory=Counter)
     expiries: int = 0
+    expired_groups: set[str] = field(default_factory=set)  # groups that lost a member to an expiry
     spurious_expiries: list[str] = field(default_factory=list)
     max_send_gap_ms: float = 0.0
     max_latency_ms: float = 0.0
@@ -60,6 +61,7 @@ class SimStats:
         self.heartbeats.update(other.heartbeats)
         self.commits.update(other.commits)
         self.expiries += other.expiries
+        self.expired_groups |= other.expired_groups
         self.spurious_expiries += other.spurious_expiries
         self.max_send_gap_ms = max(self.max_send_gap_ms, other.max_send_gap_ms)
         self.max_latency_ms = max(self.max_latency_ms, other.max_latency_ms)
@@ -149,6 +151,7 @@ class SimHost:
             stats.heartbeats[resp.error.name] += 1
             if resp.error == Errors.UNKNOWN_MEMBER_ID:
                 stats.expiries += 1
+                stats.expired_groups.add(group)
                 # The server cannot have gone longer than this without one of our heartbeats.
                 bound_ms = (received - last_ok_send) * 1000 if last_ok_send is not None else float("inf")
                 if bound_ms < self.session_ms:

@@ -42,12 +42,32 @@ from groupcoord.protocol import (
 NO_TOP_LEVEL_ERROR = frozenset({"commit_offsets", "describe_groups", "delete_groups"})
 
 
-def _heartbeats_still_pass(shard: Shard) -> None:
-    """The formed group still serves its members (unless the request legitimately changed it)."""
+def _expected_heartbeat(shard: Shard, member_id: str) -> Errors:
+    """What a heartbeat of `member_id` in generation 1 of "stable" must answer, from the group as it is now."""
+    group = shard.coord.groups.groups.get("stable")
+    if group is None or member_id not in group.members or group.state == "Empty":
+        return Errors.UNKNOWN_MEMBER_ID
+    if group.state == "Dead":
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if group.generation_id != 1:
+        return Errors.ILLEGAL_GENERATION
+    return Errors.REBALANCE_IN_PROGRESS if group.state == "PreparingRebalance" else Errors.NONE
+
+
+def _heartbeats_still_pass(shard: Shard, before: tuple) -> None:
+    """The formed group still serves its members: NONE if the request left "stable" as it was, otherwise the
+    code its new state calls for (a join started a rebalance, a leave removed the member, ...)."""
     c = shard.coord
+    unchanged = _described(shard.snapshot(), "stable") == _described(before, "stable")
     for key in ("@m0", "@m1"):
+        expected = Errors.NONE if unchanged else _expected_heartbeat(shard, shard.ids[key])
         hb = c.heartbeat(HeartbeatRequest("stable", 1, shard.ids[key])).result()
-        assert isinstance(hb.error, Errors)
+        assert hb.error == expected, (key, hb.error, expected)
+
+
+def _described(snapshot: tuple, group_id: str) -> list:
+    """The description of `group_id` in a Shard.snapshot()."""
+    return [g for g in snapshot[2].groups if g.group_id == group_id]
 
 
 def run_one(drawn: Drawn) -> None:
@@ -82,7 +102,21 @@ def run_one(drawn: Drawn) -> None:
             assert all(g.group_state == "Empty" and not g.members for g in new_groups), new_groups
             old = [g for g in after[2].groups if g.group_id in before[1]]
             assert old == before[2].groups, f"rejected join ({codes}) changed existing groups: {req!r:.300}"
-    _heartbeats_still_pass(shard)
+    _heartbeats_still_pass(shard, before)
+
+
+def test_rel_shard_heartbeat_check_expects_the_code_of_a_changed_group() -> None:
+    """The liveness check after each drawn request knows the exact answer: after a valid LeaveGroup of @m0 the
+    group rebalances, so @m1 must hear REBALANCE_IN_PROGRESS and @m0 UNKNOWN_MEMBER_ID (not just any code)."""
+    from groupcoord.protocol import LeaveGroupRequest, MemberIdentity
+
+    shard = Shard()
+    before = shard.snapshot()
+    left = shard.coord.leave_group(LeaveGroupRequest("stable", [MemberIdentity(shard.ids["@m0"])])).result()
+    assert left.members[0].error == Errors.NONE
+    assert _expected_heartbeat(shard, shard.ids["@m0"]) == Errors.UNKNOWN_MEMBER_ID
+    assert _expected_heartbeat(shard, shard.ids["@m1"]) == Errors.REBALANCE_IN_PROGRESS
+    _heartbeats_still_pass(shard, before)
 
 
 @pytest.mark.parametrize("api", APIS)

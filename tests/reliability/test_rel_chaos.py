@@ -12,7 +12,8 @@ from rel_chaos import Chaos
 from services import running_service
 
 NAMESPACE = "gc-rel-chaos"
-CHAOS_SECONDS = 20
+ROUNDS = 5  # kill rounds, one or two partitions each
+ACKS_BETWEEN = 25  # acknowledged commits before each round: every kill lands under load
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +26,13 @@ def test_rel_chaos_loses_no_acked_commit_and_expires_no_live_member(svc) -> None
     """Random ray.kill / hard exits of partition actors under load: zero lost commits, zero expiries, all Stable."""
     chaos = Chaos(svc, groups=4, members_per_group=2, topic_partitions=6, seed=7)
     try:
-        report = chaos.run(CHAOS_SECONDS)
+        report = chaos.run(rounds=ROUNDS, acks_between=ACKS_BETWEEN)
     finally:
         chaos.close()
     print(report.summary())
     assert not chaos.fatal_errors(), chaos.fatal_errors()
-    assert sum(report.kills.values()) >= 5, report.kills
-    assert report.attempts["NONE"] > 100, report.attempts
+    assert report.rounds == ROUNDS and sum(report.kills.values()) >= ROUNDS, report.kills
+    assert report.attempts["NONE"] >= ROUNDS * ACKS_BETWEEN, report.attempts
     assert report.restart_partitions_checked > 0
     assert not report.lost, "acknowledged commits lost:\n" + "\n".join(report.lost)
     assert report.final_restart_checked

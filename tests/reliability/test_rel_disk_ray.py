@@ -1,9 +1,11 @@
 """Disk errors under a running service: the partition fails loudly, clients get retriable errors, then it recovers.
 
 The service keeps its storage on a small tmpfs mounted for this module when the machine allows
-it (root with CAP_SYS_ADMIN, as here); otherwise on a plain directory, where a full disk is
-simulated by lowering the partition process's RLIMIT_FSIZE (prlimit) and a read-only directory
-by chmod (as a non-root user) or by a file in the directory's place. In every case: commits
+it (root with CAP_SYS_ADMIN, as here and in CI); otherwise on a plain directory, where a full disk
+is simulated by lowering the partition process's RLIMIT_FSIZE (prlimit) and the checks that need a
+really full file system are reported as skipped with the reason, and a read-only directory is
+made by chmod (as a non-root user) or, as root without mounts (chmod does not stop root), the case
+is reported as skipped. In every case: commits
 acknowledged before stay, nothing is acknowledged while the condition lasts, every call returns
 (an error, never a hang), a member that keeps heartbeating is not expired, and the partition
 serves again once the condition clears.
@@ -44,7 +46,13 @@ CLIENT_TIMEOUT_MS = 3_000
 
 
 def _run(*cmd: str) -> bool:
-    return subprocess.run(cmd, capture_output=True).returncode == 0
+    return not _failure(*cmd)
+
+
+def _failure(*cmd: str) -> str:
+    """Run a command: "" if it succeeded, else what it said."""
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    return "" if done.returncode == 0 else f"`{' '.join(cmd)}`: {(done.stderr or done.stdout).strip()}"
 
 
 class Storage:
@@ -53,7 +61,8 @@ class Storage:
     def __init__(self, base: Path) -> None:
         self.mount = base / "mnt"
         self.mount.mkdir()
-        self.tmpfs = _run("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(self.mount))
+        self.why_no_tmpfs = _failure("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(self.mount))
+        self.tmpfs = not self.why_no_tmpfs
         self.root = self.mount / "root"
         self.partition_dir = self.root / "__consumer_offsets-0"
 
@@ -131,7 +140,6 @@ def probe_outage(svc, group: str, seconds: float) -> Counter:
     outcomes: Counter = Counter()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        started = time.monotonic()
         try:
             resp = ray.get(handle.fetch_offsets.remote(OffsetFetchRequest(group, [TP])), timeout=30)
             outcomes[resp.error.name] += 1
@@ -139,7 +147,6 @@ def probe_outage(svc, group: str, seconds: float) -> Counter:
             outcomes[type(e).__name__] += 1
         except ray.exceptions.GetTimeoutError:
             raise AssertionError("a call to the failing partition hung for 30 s") from None
-        assert time.monotonic() - started < 30
         time.sleep(0.1)
     return outcomes
 
@@ -153,14 +160,12 @@ def check_clients_fail_fast(svc, member: ChaosMember, group: str, cause: str) ->
     """AdminClient and GroupMember calls end with an error after their request timeout, not hang; a timeout
     names the partition's storage failure (`cause`), and so does `status`."""
     admin = AdminClient(svc, request_timeout_ms=CLIENT_TIMEOUT_MS)
-    started = time.monotonic()
     with pytest.raises((CoordinatorUnavailableError, GroupCoordinatorError)) as raised:
         admin.alter_group_offsets(group, big_offsets(999))
     if isinstance(raised.value, CoordinatorUnavailableError):
         assert "storage failure" in str(raised.value) and cause in str(raised.value), raised.value
     with pytest.raises((CoordinatorUnavailableError, GroupCoordinatorError)):
         member.member.commit(big_offsets(1))
-    assert time.monotonic() - started < 4 * CLIENT_TIMEOUT_MS / 1000 + 10
     (status,) = ray.get(svc.router.status.remote(), timeout=30)
     assert "storage failure" in status["last_failure"] and cause in status["last_failure"], status
 
@@ -226,6 +231,9 @@ def test_rel_full_disk_fails_the_partition_loudly_and_it_recovers(svc, storage, 
     wait_serving(svc, group, 12)
     assert fetched(handle, group) == 12
     check_member_survived(member)
+    if not storage.tmpfs:
+        pytest.skip("ran with a file-size limit only; the client, outage and log checks of a really full disk "
+                    f"need a tmpfs, which could not be mounted: {storage.why_no_tmpfs}")
 
 
 def _make_unusable(storage: Storage, how: str) -> None:
@@ -235,11 +243,13 @@ def _make_unusable(storage: Storage, how: str) -> None:
             # A bind mount of the directory onto itself, made read-only: EROFS for every write in it.
             assert _run("mount", "--bind", str(pdir), str(pdir))
             assert _run("mount", "-o", "remount,bind,ro", str(pdir))
-            return
-        if os.geteuid() != 0:
+            with pytest.raises(OSError) as refused:  # the fault is in place: even root cannot write there
+                (pdir / "probe").write_bytes(b"x")
+            assert refused.value.errno == errno.EROFS, refused.value
+        else:  # not root (the test skips root without mounts): chmod makes it read-only
             for p in [pdir, *pdir.iterdir()]:
                 p.chmod(0o555 if p.is_dir() else 0o444)
-            return
+        return
     aside = storage.mount / "aside"
     pdir.rename(aside)
     pdir.write_text("the partition directory is not available")
@@ -249,7 +259,7 @@ def _restore(storage: Storage, how: str) -> None:
     pdir = storage.partition_dir
     if how == "read-only" and storage.tmpfs:
         assert _run("umount", str(pdir))
-    elif how == "read-only" and os.geteuid() != 0:
+    elif how == "read-only":
         for p in [pdir, *pdir.iterdir()]:
             p.chmod(0o755 if p.is_dir() else 0o644)
     else:
@@ -262,6 +272,9 @@ def test_rel_unusable_partition_directory_fails_loading_loudly_and_recovers(svc,
     """A read-only (or missing) partition directory: the restarted partition cannot load, callers get
     prompt retriable errors, and once the directory is back everything acknowledged is there."""
     group = f"disk-{how}"
+    if how == "read-only" and not storage.tmpfs and os.geteuid() == 0:
+        pytest.skip("a read-only directory for root needs a read-only bind mount, and mounting failed: "
+                    f"{storage.why_no_tmpfs}")
     handle = svc.partition(0)
     assert commit(handle, group, 20).errors[TP] == Errors.NONE
     old_pid = actor_status(handle)["pid"]

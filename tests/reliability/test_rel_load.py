@@ -1,9 +1,11 @@
-"""Load without false positives: a few hundred simulated members heartbeat and commit, and none is expired.
+"""Load without false positives: a few hundred simulated members heartbeat and commit, and none is expired
+while its heartbeats reach the server.
 
-Members run in two SimHost actors (async loops calling the partition actors directly). Every
-heartbeat must be answered NONE and every commit acknowledged; an expiry would be reported with
-the client-side bound on how long the server went without that member's heartbeat. The long
-run is `python -m benchmarks.soak --minutes N`.
+Members run in two SimHost actors (async loops calling the partition actors directly). An expiry
+counts as spurious when the member had a heartbeat answered NONE less than a session before: that
+is a server fault. A member whose client was starved past its session (a loaded machine) may be
+expired rightly; only its group may then rebalance, every other one answers NONE throughout. The
+long run is `python -m benchmarks.soak --minutes N`.
 """
 
 from __future__ import annotations
@@ -27,14 +29,23 @@ def svc(ray_local, tmp_path_factory):
 
 
 def test_rel_hundreds_of_members_see_no_spurious_expiry(svc) -> None:
-    """300 members, 3 s sessions, 1 s heartbeats, commits every 3 s: zero expiries, all answers NONE."""
+    """300 members, 3 s sessions, 1 s heartbeats, commits every 3 s: no member expired while its heartbeats
+    reached the server within its session; every group that lost no member stays Stable and answers NONE."""
     groups = spread_group_ids(svc.num_partitions, -(-GROUPS // svc.num_partitions), prefix="load")[:GROUPS]
     stats = run_hosts(svc, groups, MEMBERS_PER_GROUP, HOSTS, SECONDS, SESSION_MS, HEARTBEAT_MS)
     print(f"load: {stats.summary()}")
     assert stats.members == GROUPS * MEMBERS_PER_GROUP
+    assert stats.heartbeats["NONE"] > 0 and stats.commits["NONE"] > 0
+    # The server's property: an expiry only after a session with none of the member's heartbeats. A client
+    # starved for longer than a session on a loaded machine may be expired: that is the server being right.
     assert not stats.spurious_expiries, stats.spurious_expiries[:10]
-    assert stats.expiries == 0, f"{stats.expiries} expiries; longest heartbeat gap {stats.max_send_gap_ms:.0f} ms"
-    assert set(stats.heartbeats) == {"NONE"}, stats.heartbeats
-    assert set(stats.commits) == {"NONE"}, stats.commits
+    if not stats.expiries:
+        assert set(stats.heartbeats) == {"NONE"}, stats.heartbeats
+        assert set(stats.commits) == {"NONE"}, stats.commits
+    else:  # the expired members' groups rebalance (their members never rejoin here): the codes that says
+        rebalancing = {"NONE", "REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"}
+        assert set(stats.heartbeats) <= rebalancing and set(stats.commits) <= rebalancing, stats.summary()
     described = AdminClient(svc).describe_groups(groups)
-    assert all(d.group_state == "Stable" and len(d.members) == MEMBERS_PER_GROUP for d in described.values())
+    untouched = [g for g in groups if g not in stats.expired_groups]
+    assert all(described[g].group_state == "Stable" and len(described[g].members) == MEMBERS_PER_GROUP
+               for g in untouched), {g: described[g].group_state for g in untouched}

@@ -17,17 +17,24 @@ import pytest
 from rel_crash_runner import crash_run
 
 ROUNDS = {"append": 16, "compact": 16}
+MAX_ROUNDS = 48  # more rounds only while too few of the faults below happened (a slow machine fsyncs less)
 KILL_P = 0.003  # per fsync (four times that per compaction step)
 SEEDS = {"append": 1, "compact": 2}
+MIN_SELF_KILLS = 3  # writers that died inside an fsync or a compaction step, not only between calls
+MIN_COMPACTIONS = {"append": 0, "compact": 3}
 
 
 @pytest.mark.parametrize("mode", ["append", "compact"])
 def test_rel_sigkilled_writer_loses_no_acknowledged_record(tmp_path: Path, mode: str) -> None:
     """SIGKILL at random points of appends (and compactions): the reopened log holds the acked prefix or more."""
-    figures = crash_run(tmp_path / "log", mode, ROUNDS[mode], seed=SEEDS[mode], kill_p=KILL_P)
+    figures = crash_run(tmp_path / "log", mode, ROUNDS[mode], seed=SEEDS[mode], kill_p=KILL_P,
+                        min_self_kills=MIN_SELF_KILLS, min_compactions=MIN_COMPACTIONS[mode], max_rounds=MAX_ROUNDS)
     print(
         f"log crash ({mode}): {figures.kills} kills ({figures.self_kills} inside fsync/compaction), "
-        f"highest acked offset {figures.acked}, final end {figures.ends[-1]}, "
-        f"{figures.records_checked} records verified"
+        f"{figures.compactions} compactions completed, highest acked offset {figures.acked}, "
+        f"final end {figures.ends[-1]}, {figures.records_checked} records verified"
     )
     assert figures.acked > 0, "the writer never acknowledged anything"
+    assert figures.kills >= ROUNDS[mode]
+    assert figures.self_kills >= MIN_SELF_KILLS, "too few kills landed inside an fsync or a compaction step"
+    assert figures.compactions >= MIN_COMPACTIONS[mode], "the compaction thread completed too few compactions"

@@ -62,6 +62,7 @@ class PowerLossFiles(FileOps):
         self.fail_at: dict[int, int] = {}  # operation number -> errno to raise there (once)
         self.fail_next: dict[str, int] = {}  # operation name -> errno to raise at its next call (once)
         self.log: list[str] = []  # the name of every operation so far
+        self.fired: list[tuple[int, str, int]] = []  # every injected failure raised: (operation, name, errno)
         self._fds: dict[int, tuple[int, int | None]] = {}  # fd -> (file id, position or None for append)
         self._lock_fds: set[int] = set()
         self._snapshot()
@@ -110,6 +111,7 @@ class PowerLossFiles(FileOps):
         if code is None and name in self.fail_next:
             code = self.fail_next.pop(name)
         if code is not None:
+            self.fired.append((self.ops, name, code))
             raise OSError(code, f"{os.strerror(code)} (injected into {name}, operation {self.ops})")
 
     def durable_bytes(self, path: PathLike) -> bytes | None:

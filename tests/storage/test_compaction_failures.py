@@ -47,6 +47,8 @@ def test_a_failing_compaction_step_keeps_the_log_consistent_and_appendable(tmp_p
                 assert str(d) in str(e), e
                 outcomes["raised"] += 1
             where = f"{files.log[opened + step - 1]} (operation {step}), errno {code}"
+            # The failure was raised at that operation, inside this compaction.
+            assert files.fired == [(opened + step, files.log[opened + step - 1], code)], (where, files.fired)
             assert not plog.failed, where
             assert state_of(plog.replay()) == state, where
             plog.append(random_batches(9, 1)[0])
