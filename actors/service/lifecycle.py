@@ -17,11 +17,11 @@ from groupcoord.storage.root import PARTITION_DIR_PREFIX, ROOT_LOCK_FILE
 from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
-from .election import alive_node_ids
 from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
-from .placement import check_alive_nodes, check_replication, head_node_id
-from .replica_actor import NODE_ID_FIELD, node_storage_path
+from .replication.election import alive_node_ids
+from .replication.placement import check_alive_nodes, check_replication, head_node_id
+from .replication.replica_actor import NODE_ID_FIELD, node_storage_path
 from .root_check import check_service_root
 from .router import RouterActor
 from .spec import Observability, ServiceSpec

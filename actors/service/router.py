@@ -26,12 +26,12 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
-from .election import ReplicationManager
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
-from .repair import REPAIR_INTERVAL_S, repair_turn
-from .replica_actor import router_root_path
+from .replication.election import ReplicationManager
+from .replication.repair import REPAIR_INTERVAL_S, repair_turn
+from .replication.replica_actor import router_root_path
 from .root_check import check_service_root
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
