@@ -25,19 +25,23 @@ def run_seeds(first: int, count: int, progress_every: int = 100, out=print) -> d
     started = time.perf_counter()
     failing: list[int] = []
     acks = reads = faults = 0
+    cpu = 0.0
     for i, seed in enumerate(range(first, first + count), 1):
         result = run_schedule(seed)
         acks, reads, faults = acks + result.acks, reads + result.reads, faults + result.faults
+        cpu += result.cpu_seconds
         if not result.ok:
             failing.append(seed)
             out(result.report())
         if i % progress_every == 0 or i == count:
             elapsed = time.perf_counter() - started
-            out(f"{i} schedules (seeds {first}..{seed}) in {elapsed:.0f} s: {i / elapsed:.1f} schedules/s, "
-                f"{len(failing)} violating, {acks} acks, {reads} reads, {faults} faults")
+            out(f"{i} schedules (seeds {first}..{seed}) in {elapsed:.0f} s: {i / elapsed:.1f} schedules/s "
+                f"({i / cpu:.1f} per CPU second), {len(failing)} violating, {acks} acks, {reads} reads, "
+                f"{faults} faults")
     elapsed = time.perf_counter() - started
     return {"first_seed": first, "schedules": count, "violating_seeds": failing, "seconds": round(elapsed, 1),
-            "schedules_per_s": round(count / elapsed, 2), "acks": acks, "reads": reads, "faults": faults}
+            "schedules_per_s": round(count / elapsed, 2),
+            "schedules_per_cpu_s": round(count / cpu, 2), "acks": acks, "reads": reads, "faults": faults}
 
 
 def main(argv: list[str] | None = None) -> None:

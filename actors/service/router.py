@@ -94,7 +94,8 @@ class RouterActor:
         remote_cls = ray.remote(PartitionActor)
         self.partitions = [
             remote_cls.options(**partition_actor_options(i, spec.namespace)).remote(
-                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace, spec.observability
+                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace, spec.observability,
+                log_settings=spec.log,
             )
             for i in range(num_partitions)
         ]

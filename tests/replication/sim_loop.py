@@ -35,6 +35,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self._selector = _NoSelector()
         self._sim_clock = clock
         self._io_delay = io_delay
+        self.blocked = 0.0  # how long the running executor job waits on the network (SimTransport.wait)
         # A dropped loop (its process crashed) leaves pending tasks behind, as a killed process would.
         self.set_exception_handler(lambda loop, context: None)
 
@@ -56,19 +57,33 @@ class SimLoop(asyncio.BaseEventLoop):
         def run() -> None:
             if future.cancelled():
                 return
+            self.blocked = 0.0
             try:
                 result = func(*args)
             except (SystemExit, KeyboardInterrupt):
                 raise
-            except BaseException as e:
-                if not future.cancelled():
-                    future.set_exception(e)
+            except BaseException as e:  # handed to the awaiting coroutine, as a thread's exception would be
+                self._finish(future, self.blocked, None, e)
             else:
-                if not future.cancelled():
-                    future.set_result(result)
+                self._finish(future, self.blocked, result, None)
 
         self.call_later(self._io_delay(), run)
         return future
+
+    def _finish(self, future: asyncio.Future, after: float, result: Any, error: BaseException | None) -> None:
+        """Complete an executor job's future, `after` the time its thread spent blocked waiting on the network."""
+        def complete() -> None:
+            if future.cancelled():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        if after > 0:
+            self.call_later(after, complete)
+        else:
+            complete()
 
     def next_time(self) -> float:
         """When this loop next has something to run (now if callbacks are ready; inf if nothing is pending)."""

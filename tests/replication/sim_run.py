@@ -143,6 +143,7 @@ class Result:
     faults: int = 0
     sim_seconds: float = 0.0
     wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
     stats: dict = field(default_factory=dict)
 
     @property
@@ -278,7 +279,7 @@ class Schedule:
 
     def run(self, fault_phase_s: float = FAULT_PHASE_S) -> Result:
         w, checker = self.world, self.checker
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         next_fault = w.rng.expovariate(1 / 0.25)
         t = 0.0
         while t < fault_phase_s:
@@ -304,7 +305,7 @@ class Schedule:
             self.final_reads()
             self.check_logs()
         return Result(self.seed, checker.violations, self.trace, checker.acks, checker.reads, self.faults, w.now,
-                      time.perf_counter() - started)
+                      time.perf_counter() - started, time.process_time() - cpu)
 
     def final_reads(self) -> None:
         """Every key is read back from the serving leader: at least its last acknowledged value."""
@@ -368,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run_schedule(args.seed, verbose=not args.quiet)
     print(result.report() if not result.ok else
           f"seed {args.seed}: ok ({result.acks} acks, {result.reads} reads, {result.faults} faults, "
-          f"{result.sim_seconds:.1f} simulated s, {result.wall_seconds:.2f} s)")
+          f"{result.sim_seconds:.1f} simulated s, {result.wall_seconds:.2f} s, {result.cpu_seconds:.2f} s CPU)")
     return 0 if result.ok else 1
 
 

@@ -196,7 +196,12 @@ class SimTransport(Transport):
         return self.world.send((self.proc.name, self.incarnation), handle.name, method, args)
 
     def wait(self, refs: list, timeout: float) -> list:
-        return [r for r in refs if r.done]
+        ready = [r for r in refs if r.done]
+        if not ready and timeout > 0 and self.proc.loop is not None:
+            # A thread blocked in ray.wait: its job completes a while later (answers arriving meanwhile are
+            # taken by its next call), instead of returning at once and spinning.
+            self.proc.loop.blocked = max(self.proc.loop.blocked, min(timeout, 0.01))
+        return ready
 
     def result(self, ref: SimRef) -> Any:
         if ref.error is not None:
