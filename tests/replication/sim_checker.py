@@ -91,7 +91,7 @@ class Checker:
             latest[self.committed[offset][0]] = offset
         for key, offset in latest.items():
             mine = latest_here.get(key)
-            if mine is not None and mine < offset:
+            if (mine is None and self.committed[offset][1] is not None) or (mine is not None and mine < offset):
                 self.fail(now, f"replica {replica_id} lost the latest committed record of {key!r} (offset {offset} "
                                f"below its watermark {hw}); it keeps only offset {mine}")
                 return

@@ -216,10 +216,28 @@ class Schedule:
         live_nodes = [n for n in w.nodes if n != "client" and w.nodes[n].alive]
         replicas = [p for p in self.replicas() if w.nodes[p.node].alive and not p.killed]
         kind = rng.choices(
-            ["crash", "power", "ioerror", "full", "wipe", "pause", "partition", "router", "node"],
-            [4, 2, 2, 1, 1, 3, 4, 1, 1],
+            ["crash", "power", "ioerror", "full", "wipe", "pause", "partition", "router", "node", "leader"],
+            [4, 2, 2, 1, 1, 3, 4, 1, 1, 3],
         )[0]
         endpoints = [p.name for p in replicas] + ["router", "client"]
+        leaders = [p for p in replicas if p.alive and p.obj is not None and p.obj.runtime is not None]
+        if kind == "leader" and leaders:
+            # The leader, most of all, is what faults must hit: crashed, paused, or cut off from one follower.
+            leader = leaders[0]
+            how = rng.choice(["crash", "pause", "cut"])
+            if how == "crash":
+                self._note(f"{w.now:9.4f} FAULT crash the leader {leader.name}")
+                w.crash(leader.name, restart=True)
+            elif how == "pause":
+                w.pause(leader.name, rng.uniform(0.3, 2.5))
+            else:
+                other = rng.choice([p.name for p in replicas if p is not leader] + ["router", "client"])
+                seconds = rng.uniform(0.3, 2.5)
+                link = frozenset((leader.name, other))
+                self._note(f"{w.now:9.4f} FAULT partition the leader {leader.name} | {other} for {seconds:.2f}s")
+                w.partitions.add(link)
+                w.at(seconds, lambda: w.partitions.discard(link))
+            return
         if kind == "crash" and replicas:
             p = rng.choice(replicas)
             self._note(f"{w.now:9.4f} FAULT crash {p.name}")
