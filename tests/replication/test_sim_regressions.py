@@ -1,0 +1,31 @@
+"""Each deliberate break of the mutation table, kept with the seed that caught it: the seed passes on the real
+code and fails with the break applied (by monkeypatching in this process, never in the product code).
+
+These are the issue's bug classes turned around: with the break, the simulator finds the bug at that seed;
+without it (the fix), the same schedule holds every property.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sim_mutants import MUTATIONS
+from sim_run import run_schedule
+
+# mutation -> the first seed that caught it (python -m benchmarks sim-mutations; README, "Replication")
+CAUGHT = {
+    "follower-unsynced-end": 0,
+    "compaction-past-hw": 119,
+    "truncation-skipped": 25,
+    "wiped-replica-votes": 5,
+    "acks-one": 5,
+    "promise-before-fsync": 0,
+}
+
+
+@pytest.mark.parametrize(("mutation", "seed"), sorted(CAUGHT.items()))
+def test_the_seed_that_caught_a_break_passes_without_it_and_fails_with_it(mutation, seed):
+    assert run_schedule(seed).ok
+    _, apply = MUTATIONS[mutation]
+    with apply():
+        result = run_schedule(seed)
+    assert not result.ok, f"{mutation} is no longer caught by seed {seed}"
