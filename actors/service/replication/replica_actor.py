@@ -37,7 +37,7 @@ from groupcoord.protocol.responses import error_response
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.epoch_checkpoint import CHECKPOINT_FILE, EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.errors import StorageError
-from groupcoord.storage.fileops import makedirs_durably
+from groupcoord.storage.fileops import FileOps, makedirs_durably
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir
 
 from ..partition_actor import PartitionActor
@@ -107,7 +107,7 @@ class ReplicaActor(PartitionActor):
         min_insync: int,
         create_root: bool = False,
         transport: Transport | None = None,
-        files: Any = None,
+        files: FileOps | None = None,
         compaction_interval_s: float = FOLLOWER_COMPACTION_INTERVAL_S,
     ) -> None:
         self.partition = partition
@@ -119,7 +119,7 @@ class ReplicaActor(PartitionActor):
         self.spec = dataclasses.replace(spec, storage_path=path, config=spec.config or GroupConfig())
         self.compaction_interval_s = compaction_interval_s
         restarted = self.transport.restarted()
-        self.root = StorageRoot(path, spec.num_partitions, create=create_root, **({"files": files} if files else {}))
+        self.root = StorageRoot(path, spec.num_partitions, create=create_root, files=files)
         self.directory = self.root.partition_dir(partition)
         # A restarted replica without its checkpoint lost its storage (a wiped disk): what it promised and
         # held is gone, so it must not vote or count until repair replaces it (it writes no checkpoint).
