@@ -18,22 +18,25 @@ from benchmarks import long_runs
 sys.path.insert(0, str(long_runs.ROOT / "tests" / "replication"))
 
 from sim_mutants import MUTATIONS
-from sim_run import run_schedule
+from sim_run import FAULT_PHASE_S, run_schedule
 
 
-def hunt(name: str, max_seeds: int, budget_s: float, first_seed: int = 0) -> dict:
+def hunt(
+    name: str, max_seeds: int, budget_s: float, first_seed: int = 0, fault_phase_s: float = FAULT_PHASE_S
+) -> dict:
     """Run seeds under mutation `name` until one violates; what caught it (or how far it got)."""
     what, apply = MUTATIONS[name]
     started = time.perf_counter()
     with apply():
         for i, seed in enumerate(range(first_seed, first_seed + max_seeds), 1):
-            result = run_schedule(seed)
+            result = run_schedule(seed, fault_phase_s=fault_phase_s)
             if not result.ok:
                 return {"mutation": name, "breaks": what, "caught": True, "seed": seed, "schedules": i,
+                        "fault_phase_s": fault_phase_s,
                         "seconds": round(time.perf_counter() - started, 1), "violation": result.violations[0]}
             if time.perf_counter() - started > budget_s:
                 break
-    return {"mutation": name, "breaks": what, "caught": False, "schedules": i,
+    return {"mutation": name, "breaks": what, "caught": False, "schedules": i, "fault_phase_s": fault_phase_s,
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -43,11 +46,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("names", nargs="*", default=list(MUTATIONS))
     parser.add_argument("--max-seeds", type=int, default=10_000)
     parser.add_argument("--budget-s", type=float, default=600.0)
+    parser.add_argument("--fault-phase-s", type=float, default=FAULT_PHASE_S,
+                        help="simulated seconds of faults per schedule (longer: deeper histories of leaders)")
     parser.add_argument("--out", default="sim_mutations.json", help="file name under benchmarks/results")
     args = parser.parse_args(argv)
     rows = []
     for name in args.names:
-        row = hunt(name, args.max_seeds, args.budget_s)
+        row = hunt(name, args.max_seeds, args.budget_s, fault_phase_s=args.fault_phase_s)
         rows.append(row)
         verdict = f"caught by seed {row['seed']} ({row['schedules']} schedules, {row['seconds']} s): " \
                   f"{row['violation'][:160]}" if row["caught"] else \
