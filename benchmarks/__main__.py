@@ -33,6 +33,7 @@ OTHERS = {
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
     "sim": "benchmarks.bench_sim",  # the deterministic replication simulator over many seeds
     "sim-mutations": "benchmarks.sim_mutations",  # each deliberate break must be caught by the simulator
+    "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
 }
 
 

@@ -220,7 +220,7 @@ class SimTransport(Transport):
     def alive_nodes(self) -> list[str]:
         return sorted(n.name for n in self.world.nodes.values() if n.alive and n.service)
 
-    def spawn_replica(self, name: str, node_id: str, args: tuple) -> SimHandle:
+    def spawn_replica(self, actor_class: type, name: str, node_id: str, args: tuple) -> SimHandle:
         return self.world.spawn_replica(name, node_id, args)
 
     def kill(self, handle: Any) -> None:

@@ -1,6 +1,6 @@
 """Placement of a replicated service's replicas and the election of each partition's leader (the router runs it).
 
-The scheme is a majority quorum with the router as the single elector (see README, "Replication"):
+The scheme is a majority quorum with the router as the single elector (see docs/replication.md):
 an election for epoch E asks every replica to promise E durably; a replica promises only an epoch
 above any it promised before, and refuses records from older leaders from then on. With promises
 from a majority, the router picks the most up-to-date log among them (last leader epoch, then end
@@ -22,6 +22,7 @@ from ..spec import ServiceSpec
 from .decisions import choose_leader
 from .messages import PromiseAnswer
 from .placement import PlacementFile, acks_needed
+from .replica_actor import ReplicaActor
 from .transport import RayTransport, Transport
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ class ReplicationManager:
 
     def _spawn(self, partition: int, replica_id: str, name: str, node_id: str, create_root: bool = False) -> Replica:
         acks = acks_needed(self.spec.replication_factor, self.spec.min_insync_replicas)
-        handle = self.transport.spawn_replica(name, node_id, (partition, self.spec, replica_id, acks, create_root))
+        args = (partition, self.spec, replica_id, acks, create_root)
+        handle = self.transport.spawn_replica(ReplicaActor, name, node_id, args)
         return Replica(replica_id, node_id, handle, name)
 
     def _reopen(self, partition: int, replica_id: str, node_id: str, name: str, alive: list[str]) -> Replica:

@@ -32,8 +32,8 @@ from typing import Any
 
 from groupcoord.protocol import Errors
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.responses import error_response
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.epoch_checkpoint import CHECKPOINT_FILE, EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.errors import StorageError

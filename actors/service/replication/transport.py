@@ -13,7 +13,7 @@ import time
 from typing import Any, NoReturn
 
 from groupcoord.protocol import SystemClock
-from groupcoord.protocol.clock import Clock
+from groupcoord.protocol.shard.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ class Transport:
         """The ids of the alive nodes, sorted."""
         raise NotImplementedError
 
-    def spawn_replica(self, name: str, node_id: str, args: tuple) -> Any:
-        """Create (or find, by `name`) a replica actor on `node_id` with constructor `args`; its handle."""
+    def spawn_replica(self, actor_class: type, name: str, node_id: str, args: tuple) -> Any:
+        """Create (or find, by `name`) an `actor_class` actor on `node_id` with constructor `args`; its handle."""
         raise NotImplementedError
 
     def kill(self, handle: Any) -> None:
@@ -129,11 +129,9 @@ class RayTransport(Transport):
 
         return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
 
-    def spawn_replica(self, name: str, node_id: str, args: tuple) -> Any:
+    def spawn_replica(self, actor_class: type, name: str, node_id: str, args: tuple) -> Any:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from .replica_actor import ReplicaActor
 
         options = {
             "name": name,
@@ -145,7 +143,7 @@ class RayTransport(Transport):
             "num_cpus": 0,
             "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
         }
-        return ray.remote(ReplicaActor).options(**options).remote(*args)
+        return ray.remote(actor_class).options(**options).remote(*args)
 
     def kill(self, handle: Any) -> None:
         import ray
