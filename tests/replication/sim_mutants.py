@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
-from groupcoord.actors.service.replication import decisions, replica_actor, replicated_log
+from groupcoord.actors.service.replication import decisions, election, replica_actor, replicated_log
 from groupcoord.actors.service.replication.replica_actor import ReplicaActor
 from groupcoord.storage import epoch_checkpoint, partition_log
 
@@ -138,3 +138,38 @@ def _no_lease() -> Any:
 
 
 MUTATIONS["no-lease"] = (MUTATIONS["no-lease"][0], _no_lease)
+
+
+def _least_up_to_date(promises: Any) -> int | None:
+    eligible = [i for i, p in enumerate(promises) if p.ok and not p.lost]
+    return min(eligible, key=lambda i: (promises[i].last_epoch, promises[i].end)) if eligible else None
+
+
+async def _accept_any_epoch(self: ReplicaActor, epoch: int) -> Any:
+    if self.runtime is not None or self.lost:
+        return await _REAL_ACCEPT(self, epoch)
+    self._last_contact = self._granted_at = self.transport.monotonic()
+    return None  # a leader of an older epoch may ship to us too: no fencing
+
+
+_REAL_ACCEPT = ReplicaActor._accept_epoch
+
+
+def _failed_log_acknowledges() -> Any:
+    stack = contextlib.ExitStack()
+    stack.enter_context(patched(ReplicaActor, "_storage_failed", lambda self, error: None))
+    stack.enter_context(patched(ReplicaActor, "durable_end", property(lambda self: self.end)))
+    return stack
+
+
+MUTATIONS.update({
+    "least-up-to-date-leader": (
+        "the election picks the least up-to-date log among the promises",
+        lambda: patched(election, "choose_leader", _least_up_to_date)),
+    "stale-epoch-accepted": (
+        "a follower accepts records from a leader of an epoch older than it promised (no fencing)",
+        lambda: patched(ReplicaActor, "_accept_epoch", _accept_any_epoch)),
+    "failed-log-acknowledges": (
+        "a follower whose write failed keeps answering with its end (issue 27 class 1 as found)",
+        _failed_log_acknowledges),
+})

@@ -13,12 +13,13 @@ from sim_run import run_schedule
 
 # mutation -> the first seed that caught it (python -m benchmarks sim-mutations; README, "Replication")
 CAUGHT = {
-    "follower-unsynced-end": 0,
+    "follower-unsynced-end": 2,
     "compaction-past-hw": 119,
     "truncation-skipped": 25,
-    "wiped-replica-votes": 5,
-    "acks-one": 5,
-    "promise-before-fsync": 0,
+    "wiped-replica-votes": 242,
+    "acks-one": 1,
+    "promise-before-fsync": 4,
+    "least-up-to-date-leader": 1,
 }
 
 
