@@ -127,7 +127,8 @@ class Clients:
                         self.checker.read_returned(key, got.offset, started, world.now, leader.name)
                         continue
             except (TimeoutError, ActorDiedError, asyncio.CancelledError):
-                pass
+                if world.rng.random() < 0.5:
+                    continue  # as a Kafka client, retry the same coordinator until it says it is not (stale metadata)
             leader = None  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, an error or a timeout: ask again
 
 
