@@ -13,10 +13,9 @@ from sim_run import run_schedule
 
 # mutation -> the first seed that caught it (python -m benchmarks sim-mutations; README, "Replication")
 CAUGHT = {
-    "follower-unsynced-end": 2,
+    "follower-unsynced-end": 1,
     "compaction-past-hw": 119,
-    "truncation-skipped": 25,
-    "wiped-replica-votes": 242,
+    "truncation-skipped": 35,
     "acks-one": 1,
     "promise-before-fsync": 4,
     "least-up-to-date-leader": 1,
