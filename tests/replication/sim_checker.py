@@ -22,6 +22,7 @@ class Checker:
         self.returned: dict[str, list[tuple[float, int]]] = {}
         self.epoch_leaders: dict[int, str] = {}
         self.committed: dict[int, Any] = {}  # offset -> record, as replicas hold them below their watermark
+        self.committed_end = 0  # the highest watermark any replica knew
         self.violations: list[str] = []
         self.acks = 0
         self.reads = 0
@@ -74,24 +75,32 @@ class Checker:
 
     # --- replicas' logs ----------------------------------------------------------------------------
 
-    def check_log(self, replica_id: str, records: list[tuple[int, Any]], hw: int, now: float) -> None:
-        """A replica's records below its high watermark agree with every other's; the latest of each key is kept."""
+    def check_log(self, replica_id: str, records: list[tuple[int, Any]], hw: int, end: int, now: float) -> None:
+        """A replica's records below its high watermark agree with every other's; the latest committed record of
+        each key is kept wherever the replica's log reaches it.
+
+        What is below any replica's watermark at any time is committed, so the committed prefix is the highest
+        watermark seen (a restarted replica may know a lower one than before, and have compacted up to the old).
+        """
+        self.committed_end = max(self.committed_end, hw)
+        reach = min(self.committed_end, end)
         latest_here: dict[Any, int] = {}
         for offset, record in records:
-            if offset >= hw:
+            if offset >= reach:
                 break
-            known = self.committed.setdefault(offset, record)
-            if known != record:
-                self.fail(now, f"replica {replica_id} holds {record!r} at offset {offset} below its watermark {hw}, "
-                               f"another replica holds {known!r}")
-                return
+            if offset < hw:
+                known = self.committed.setdefault(offset, record)
+                if known != record:
+                    self.fail(now, f"replica {replica_id} holds {record!r} at offset {offset} below its watermark "
+                                   f"{hw}, another replica holds {known!r}")
+                    return
             latest_here[record[0]] = offset
         latest: dict[Any, int] = {}
-        for offset in sorted(o for o in self.committed if o < hw):
+        for offset in sorted(o for o in self.committed if o < reach):
             latest[self.committed[offset][0]] = offset
         for key, offset in latest.items():
             mine = latest_here.get(key)
             if (mine is None and self.committed[offset][1] is not None) or (mine is not None and mine < offset):
-                self.fail(now, f"replica {replica_id} lost the latest committed record of {key!r} (offset {offset} "
-                               f"below its watermark {hw}); it keeps only offset {mine}")
+                self.fail(now, f"replica {replica_id} lost the latest committed record of {key!r} (offset {offset}, "
+                               f"committed below {self.committed_end}); it keeps only offset {mine}")
                 return

@@ -176,6 +176,7 @@ class Schedule:
 
         world.replica_factory = replica
         world.on_reply = self._on_reply
+        world.after_step = self._after_step
         head = world.nodes["n0"]
         world.add_process("router", "n0", lambda t: SimRouter(spec, head.files.root, t, head.files))
         world.nodes["client"] = type(head)("client", head.files, True, False)  # the clients' machine: no disk used
@@ -189,6 +190,13 @@ class Schedule:
     def _on_reply(self, ref: SimRef, proc: Any) -> None:
         if ref.method == "commit_offsets" and proc.obj is not None and proc.obj.runtime is not None:
             self.checker.leader_acked(proc.obj.rlog.epoch, proc.obj.replica_id, self.world.now)
+
+    def _after_step(self, proc: Any) -> None:
+        obj = proc.obj
+        if isinstance(obj, ReplicaActor):  # the committed prefix: the highest watermark any replica ever knew
+            hw = obj.rlog.hw if obj.runtime is not None else obj.hw
+            if hw > self.checker.committed_end:
+                self.checker.committed_end = hw
 
     # --- the replicas -------------------------------------------------------------------------------
 
@@ -206,7 +214,7 @@ class Schedule:
             except Exception as e:  # its disk is gone under it: it will fail and restart
                 self._note(f"{self.world.now:9.4f} cannot read {p.name}'s log: {e!r}")
                 continue
-            self.checker.check_log(obj.replica_id, records, hw, self.world.now)
+            self.checker.check_log(obj.replica_id, records, hw, obj.end, self.world.now)
 
     # --- faults -------------------------------------------------------------------------------------
 

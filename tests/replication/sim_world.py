@@ -247,6 +247,7 @@ class World:
         self.channels: dict[tuple[str, str], list] = {}
         self.replica_factory: Callable[[str, str, tuple, SimTransport], Any] | None = None
         self.on_reply: Callable[[SimRef, Process], None] = lambda ref, proc: None
+        self.after_step: Callable[[Process], None] = lambda proc: None
         self.loss = 0.02
         self.duplication = 0.02
 
@@ -292,6 +293,7 @@ class World:
         self.current = p
         try:
             p.loop.step()  # type: ignore[union-attr]
+            self.after_step(p)
         except SimExit as e:
             self.trace(f"{self.now:9.4f} {p.name} exits ({e.code})")
             self.crash(p.name, restart=True)

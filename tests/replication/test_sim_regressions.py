@@ -19,6 +19,7 @@ CAUGHT = {
     "acks-one": 1,
     "promise-before-fsync": 4,
     "least-up-to-date-leader": 1,
+    "failed-log-acknowledges": 7,
 }
 
 
