@@ -229,7 +229,7 @@ class ReplicaActor(PartitionActor):
     # --- the request path: only a leader serves ----------------------------------------------------
 
     def _start(self, api: str, req: Any) -> Any:
-        if self.runtime is None or not self.rlog.lease_holds():
+        if self.runtime is None or self.rlog.fenced_by is not None or not self.rlog.lease_holds():
             return error_response(api, req, Errors.NOT_COORDINATOR)
         return super()._start(api, req)
 
@@ -269,12 +269,17 @@ class ReplicaActor(PartitionActor):
                 return PromiseAnswer(False, self.state.promised_epoch, self.replica_id)
             if self.runtime is None and self._granted_at + LEASE_S > self.transport.monotonic():
                 return PromiseAnswer(False, self.state.promised_epoch, self.replica_id)  # answered a leader meanwhile
+            end = self.durable_end
+            if self.runtime is not None:
+                # A leader answering for a newer epoch must acknowledge nothing after this answer: the election
+                # counts its log as of now (it went on acknowledging with another follower for the 50 ms before
+                # its exit, and a new leader without those writes lost them: seed 101571).
+                end = await self.loop.run_in_executor(None, self.rlog.fence, epoch)
             await self._save(EpochState(epoch, self.state.history))
             if self.runtime is not None:
                 log.warning("partition %d leader %s deposed by epoch %d", self.partition, self.replica_id, epoch)
                 self.loop.call_later(0.05, self.transport.exit, _DEPOSED_EXIT_CODE)
             self._last_contact = self.transport.monotonic()
-            end = self.durable_end
             leading = self.runtime is not None
             return PromiseAnswer(True, epoch, self.replica_id, self.state.last_epoch(end), end, leading)
 

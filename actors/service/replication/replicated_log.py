@@ -219,7 +219,16 @@ class ReplicatedLog:
         elif answer.handshake:
             f.match = None
 
+    def fence(self, epoch: int) -> int:
+        """This leader promised `epoch` to an election: it acknowledges nothing more (the watermark freezes);
+        the durable end of its log, which its promise reports."""
+        with self._ship_lock:
+            self.fenced_by = epoch
+            return self.plog.durable_offset
+
     def _advance_hw(self) -> None:
+        if self.fenced_by is not None:
+            return  # promised a newer epoch: whatever it holds now was reported by that promise, or is not counted
         matches = [f.match for f in self.followers if f.match is not None and f.voter]
         self.hw = advance_high_watermark(self.hw, self.plog.durable_offset, matches, self.min_insync, self.epoch_start)
         self.plog.compaction_limit = self.hw
