@@ -15,7 +15,7 @@ from sim_run import run_schedule
 CAUGHT = {
     "follower-unsynced-end": 1,
     "compaction-past-hw": 119,
-    "truncation-skipped": 35,
+    "truncation-skipped": 38,
     "acks-one": 1,
     "promise-before-fsync": 4,
     "least-up-to-date-leader": 1,
