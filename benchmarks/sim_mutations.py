@@ -60,4 +60,4 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:32} {verdict}", flush=True)
     results = long_runs.ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
-    (results / args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    (results / args.out).write_text(json.dumps({"benchmark": "sim-mutations", "rows": rows}, indent=2) + "\n")
