@@ -22,7 +22,7 @@ class Checker:
         self.returned: dict[str, list[tuple[float, int]]] = {}
         self.epoch_leaders: dict[int, str] = {}
         self.committed: dict[int, Any] = {}  # offset -> record, as replicas hold them below their watermark
-        self.committed_end = 0  # the highest watermark any replica knew
+        self.replica_hw: dict[str, int] = {}  # the highest watermark each replica ever knew
         self.violations: list[str] = []
         self.acks = 0
         self.reads = 0
@@ -79,11 +79,12 @@ class Checker:
         """A replica's records below its high watermark agree with every other's; the latest committed record of
         each key is kept wherever the replica's log reaches it.
 
-        What is below any replica's watermark at any time is committed, so the committed prefix is the highest
-        watermark seen (a restarted replica may know a lower one than before, and have compacted up to the old).
+        What is below a replica's watermark is committed, and stays so: the prefix checked is the highest watermark
+        this replica ever knew (a restarted one may learn a lower one than before, and have compacted up to the
+        old), never past its end, and never into a deposed leader's divergent suffix (above any it knew).
         """
-        self.committed_end = max(self.committed_end, hw)
-        reach = min(self.committed_end, end)
+        known = self.replica_hw[replica_id] = max(self.replica_hw.get(replica_id, 0), hw)
+        reach = min(known, end)
         latest_here: dict[Any, int] = {}
         for offset, record in records:
             if offset >= reach:
@@ -102,5 +103,5 @@ class Checker:
             mine = latest_here.get(key)
             if (mine is None and self.committed[offset][1] is not None) or (mine is not None and mine < offset):
                 self.fail(now, f"replica {replica_id} lost the latest committed record of {key!r} (offset {offset}, "
-                               f"committed below {self.committed_end}); it keeps only offset {mine}")
+                               f"committed below {known}); it keeps only offset {mine}")
                 return

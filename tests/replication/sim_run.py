@@ -193,10 +193,10 @@ class Schedule:
 
     def _after_step(self, proc: Any) -> None:
         obj = proc.obj
-        if isinstance(obj, ReplicaActor):  # the committed prefix: the highest watermark any replica ever knew
+        if isinstance(obj, ReplicaActor):  # the highest watermark each replica ever knew, across its restarts
             hw = obj.rlog.hw if obj.runtime is not None else obj.hw
-            if hw > self.checker.committed_end:
-                self.checker.committed_end = hw
+            if hw > self.checker.replica_hw.get(obj.replica_id, 0):
+                self.checker.replica_hw[obj.replica_id] = hw
 
     # --- the replicas -------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+import pytest
 from sim_run import run_schedule
 
 SCHEDULES = int(os.environ.get("GROUPCOORD_SIM_SCHEDULES", "2000"))
@@ -26,6 +27,7 @@ def _chunk(first: int) -> tuple[int, list[str]]:
     return ran, failures
 
 
+@pytest.mark.timeout(1800)  # about 60 s on two free cores; a loaded machine needs more
 def test_every_schedule_keeps_acknowledged_commits_and_agrees_below_the_watermark():
     workers = max(1, min(2, os.cpu_count() or 1))
     # Spawned workers: this process may hold a Ray client, which must not be forked.
