@@ -31,6 +31,8 @@ OTHERS = {
     "spark": "benchmarks.bench_spark",
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
+    "sim": "benchmarks.bench_sim",  # the deterministic replication simulator over many seeds
+    "sim-mutations": "benchmarks.sim_mutations",  # each deliberate break must be caught by the simulator
     "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
     "test-mutations": "benchmarks.mutations",  # deliberate breaks of the product, each caught by a test
 }

@@ -105,6 +105,9 @@ class PartitionLog:
         self.bytes_written = 0
         self.compactions: deque[tuple[float, CompactionResult]] = deque(maxlen=16)
         self.compaction_count = 0
+        # Compaction takes no record at or past this offset into account (a replicated leader's high
+        # watermark: records above it may still be cut, so they must not replace committed ones). None: no cap.
+        self.compaction_limit: int | None = None
         makedirs_durably(self.files, self.directory)
         self._fence = WriterFence(self.directory, self.files)
         try:
@@ -350,11 +353,15 @@ class PartitionLog:
             self._check_usable()
             with self._segments_lock:
                 # Only segments the export has wholly taken (export.floor); the first one kept is the cap.
-                closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
+                closed = self._compactable()
                 active = self._segments[len(closed)]
                 # Only what the last fsync made durable: compaction must never remove a record whose
-                # replacement a power loss could still take away.
+                # replacement a power loss could still take away; and nothing past the compaction limit.
                 active_size = active.size if self.sync_policy == "never" else active.synced_size
+                if self.compaction_limit is not None and active.next_offset > self.compaction_limit:
+                    # (records of the first kept segment below the limit are not counted as later versions:
+                    # compaction then keeps more, never less)
+                    active_size = 0
             if not closed:
                 return CompactionResult()
             compactor = Compactor(
@@ -381,10 +388,19 @@ class PartitionLog:
             self.compaction_count += 1
             return result
 
+    def _compactable(self) -> list[Segment]:
+        """The closed segments compaction may rewrite: those the export has taken, wholly below the limit."""
+        closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
+        limit = self.compaction_limit
+        if limit is not None:
+            ends = [s.base_offset for s in self._segments[1 : len(closed) + 1]]  # a segment ends where the next begins
+            closed = [seg for seg, end in zip(closed, ends, strict=True) if end <= limit]
+        return closed
+
     def compaction_due(self) -> bool:
         """Whether enough closed bytes were never compacted (the trigger of maybe_compact)."""
         with self._segments_lock:
-            closed = exported_prefix(self._segments[:-1], self._segments[-1], read_export_floor(self.directory))
+            closed = self._compactable()
         total = sum(s.size for s in closed)
         dirty = sum(s.size for s in closed if not s.clean)
         return dirty > 0 and dirty >= self.min_compaction_bytes and dirty >= self.min_dirty_ratio * total

@@ -13,18 +13,24 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.storage.fileops import OS_FILES
+from groupcoord.storage.partition_log import (
+    DEFAULT_MIN_COMPACTION_BYTES,
+    DEFAULT_MIN_DIRTY_RATIO,
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_TOMBSTONE_RETENTION_MS,
+)
 from groupcoord.storage.root import PARTITION_DIR_PREFIX, ROOT_LOCK_FILE
 from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
-from .election import alive_node_ids
 from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
-from .placement import check_alive_nodes, check_replication, head_node_id
-from .replica_actor import NODE_ID_FIELD, node_storage_path
+from .replication.election import alive_node_ids
+from .replication.placement import check_alive_nodes, check_replication, head_node_id
+from .replication.replica_actor import NODE_ID_FIELD, node_storage_path
 from .root_check import check_service_root
 from .router import RouterActor
-from .spec import Observability, ServiceSpec
+from .spec import LogSettings, Observability, ServiceSpec
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,10 @@ def start(
     observability: Observability | None = None,
     replication_factor: int = 1,
     min_insync_replicas: int = 1,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    min_cleanable_ratio: float = DEFAULT_MIN_DIRTY_RATIO,
+    min_compaction_bytes: int = DEFAULT_MIN_COMPACTION_BYTES,
+    delete_retention_ms: int = DEFAULT_TOMBSTONE_RETENTION_MS,
 ) -> Service:
     """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
 
@@ -76,6 +86,10 @@ def start(
     With `replication_factor` > 1 every partition has that many replicas on distinct nodes, and a
     write is acknowledged once `min_insync_replicas` of them (at least a majority) hold it durably;
     `{node_id}` in `storage_path` names each node's own root (the router's is the head node's).
+    `segment_bytes` is Kafka's offsets.topic.segment.bytes; the log cleaner runs once a partition's closed
+    segments hold `min_compaction_bytes` dirty bytes and `min_cleanable_ratio` of them are dirty
+    (log.cleaner.min.cleanable.ratio), and drops tombstones after `delete_retention_ms`
+    (log.cleaner.delete.retention.ms); with replication, below the high watermark on every replica.
     ServiceError naming the path, touching nothing there, for a storage root another running service
     holds, a directory that is neither empty nor a groupcoord root, or a root listing a partition
     whose directory is missing.
@@ -90,6 +104,7 @@ def start(
     if not observability.interval_s > 0 or not observability.lag_interval_s > 0:
         raise ServiceError("the metrics interval and the lag interval must be positive (seconds)")
     check_replication(replication_factor, min_insync_replicas)
+    log_settings = _log_settings(segment_bytes, min_cleanable_ratio, min_compaction_bytes, delete_retention_ms)
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
     options = _router_options(namespace)
@@ -115,6 +130,7 @@ def start(
                 observability=observability,
                 replication_factor=replication_factor,
                 min_insync_replicas=min_insync_replicas,
+                log=log_settings,
             )
         )
     )
@@ -130,6 +146,18 @@ def start(
     if not ray.get(router.wait_ready.remote(wait_ready_s)):
         raise ServiceError(f"partitions did not load their logs within {wait_ready_s} s")
     return _handle(router, info)
+
+
+def _log_settings(segment_bytes: Any, ratio: Any, min_bytes: Any, retention_ms: Any) -> LogSettings:
+    """The partition logs' settings, or ServiceError for one that cannot work."""
+    for name, value in (("segment_bytes", segment_bytes), ("min_compaction_bytes", min_bytes),
+                        ("delete_retention_ms", retention_ms)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "segment_bytes" else 0):
+            raise ServiceError(f"{name} must be a {'positive' if name == 'segment_bytes' else 'non-negative'} int, "
+                               f"got {value!r}")
+    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 <= ratio <= 1:
+        raise ServiceError(f"min_cleanable_ratio must be between 0 and 1, got {ratio!r}")
+    return LogSettings(segment_bytes, min_bytes, float(ratio), retention_ms)
 
 
 def _running_router(namespace: str) -> Any | None:

@@ -49,7 +49,7 @@ from .logs import configure_service_logging
 from .names import ROUTER_NAME
 from .partition_runtime import PartitionRuntime
 from .process_exit import EXIT_CRASH, exit_process
-from .spec import Observability, ServiceSpec
+from .spec import LogSettings, Observability, ServiceSpec
 from .telemetry import PartitionTelemetry
 
 log = logging.getLogger(__name__)
@@ -86,13 +86,15 @@ class PartitionActor:
         config: GroupConfig | None = None,
         namespace: str | None = None,
         observability: Observability | None = None,
+        log_settings: LogSettings | None = None,
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
         options = observability or Observability()
         if namespace is not None:  # a service's actor, alone in its process: its logs carry its partition
             configure_service_logging(partition, options.log_format, options.log_level)
-        spec = ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig(), options)
+        spec = ServiceSpec(namespace, storage_path, num_partitions, fsync, config or GroupConfig(), options,
+                           log=log_settings or LogSettings())
         self.runtime = PartitionRuntime(partition, spec)
         self.telemetry = PartitionTelemetry(
             partition, self.runtime, options, self._topic_end_offsets if namespace is not None else None

@@ -78,7 +78,7 @@ class PartitionRuntime:
     def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
         cpu = time.thread_time()
         root = self.root = StorageRoot(self.spec.storage_path, self.spec.num_partitions, create=False)
-        plog = root.open_partition(self.partition, sync=self.spec.fsync)
+        plog = root.open_partition(self.partition, sync=self.spec.fsync, **self.spec.log.options())
         coord = GroupCoordinator(self.spec.config, self.clock, plog)
         count = 0
 

@@ -25,13 +25,13 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
-from .election import ReplicationManager
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
 from .process_exit import EXIT_FAILURE, exit_process
-from .repair import REPAIR_INTERVAL_S, repair_turn
-from .replica_actor import router_root_path
+from .replication.election import ReplicationManager
+from .replication.repair import REPAIR_INTERVAL_S, repair_turn
+from .replication.replica_actor import router_root_path
 from .root_check import check_service_root
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
@@ -93,7 +93,8 @@ class RouterActor:
         remote_cls = ray.remote(PartitionActor)
         self.partitions = [
             remote_cls.options(**partition_actor_options(i, spec.namespace)).remote(
-                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace, spec.observability
+                i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace, spec.observability,
+                log_settings=spec.log,
             )
             for i in range(num_partitions)
         ]

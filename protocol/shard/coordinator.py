@@ -141,6 +141,7 @@ class GroupCoordinator:
         """This standby becomes the serving shard of a log ending at `end_offset`, durable up to `durable_offset`."""
         self.runtime.resume_at(end_offset, durable_offset)
         self.groups.on_loaded()
+        self.consumer.on_loaded()  # the KIP-848 members' sessions too, as a load arms them
         self._schedule_retention_check()
 
     def on_durable(self, offset: int) -> None:

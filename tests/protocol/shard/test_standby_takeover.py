@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from consumer_context import ConsumerContext
 from shard_context import SESSION_MS, ShardContext
 
-from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol import Errors, GroupCoordinator, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 from groupcoord.protocol.shard.log import MemoryLog
 
@@ -38,3 +39,20 @@ def test_standby_fed_in_pieces_serves_the_leaders_state_after_take_over():
     assert standby.member_ids() == set(gen.members)
     standby.advance(2)
     assert standby.state() == "PreparingRebalance"
+
+
+def test_take_over_arms_the_consumer_groups_sessions_so_a_silent_member_is_expired():
+    # Issue 27 class 5: after a failover, a KIP-848 member that never heartbeats again must lose its
+    # partitions when its session times out, as it would after a load (the standby armed no timers).
+    leader = ConsumerContext(consumer_session_timeout_ms=45_000)
+    member = leader.join("m1")
+    assert member.owned
+    standby = ConsumerContext(log=MemoryLog(), consumer_session_timeout_ms=45_000)
+    standby.clock = leader.clock
+    standby.coord = GroupCoordinator(standby.config, leader.clock, standby.log)
+    standby.coord.replay_replicated(list(leader.log.records))
+    standby.coord.take_over(len(leader.log.records), len(leader.log.records))
+    standby.coord.update_topic_metadata(leader.topics)
+    assert [m.member_id for m in standby.describe().members] == ["m1"]
+    standby.advance(46_000)
+    assert standby.describe().members == []  # expired: its partitions go to the others

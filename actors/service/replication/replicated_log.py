@@ -8,21 +8,25 @@ commits only entries of its own term, which stops a later election from undoing 
 
 All shipping happens in worker threads (`flush`, called by the runtime's group commit, and
 `tick`, the leader's heartbeat); one lock serialises them, and a follower has at most one call in
-flight, so that it receives the log in order.
+flight, so that it receives the log in order. Every call goes through the transport (transport.py).
+
+The leader holds a lease while a majority answers it: a leader that has heard from too few voters
+for LEASE_S (well under a session timeout) stops serving, so members look for the new one.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import ray
 
 from groupcoord.protocol.records import OffsetCommitKey, Record
 from groupcoord.storage.epoch_checkpoint import EpochState
+
+from .decisions import advance_high_watermark
+from .messages import Follow, FollowerAnswer, Replicate
+from .transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,10 @@ log = logging.getLogger(__name__)
 CATCH_UP_BATCH_RECORDS = 20_000
 # How long one flush waits for enough acknowledgements before the runtime calls it again.
 FLUSH_WAIT_S = 0.5
+# How long a leader serves without hearing from enough voters (well under Kafka's 6 s minimum session timeout).
+# A follower that answered a leader promises a new epoch only LEASE_S after that answer (replica_actor), so a
+# deposed leader has stopped serving before a new one starts: no read returns an old value.
+LEASE_S = 1.0
 # The topic of the epoch-start marker: a tombstone no group owns (':' is not allowed in Kafka topic names).
 EPOCH_MARKER_TOPIC = "groupcoord:leader-epoch"
 
@@ -51,15 +59,17 @@ class FollowerLink:
     handle: Any
     match: int | None = None  # None until the follower has truncated to our log in this epoch
     inflight: Any = None
-    last_ack: float = field(default_factory=time.monotonic)
+    last_ack: float = 0.0  # when the last request it answered was sent (the lease runs from there)
+    sent_at: float = 0.0
     voter: bool = True  # False for a learner: a new replica catching up, whose acks do not count yet
 
 
 class ReplicatedLog:
     """A PartitionLog plus its followers; the shard sees the high watermark as the durable offset."""
 
-    def __init__(self, plog: Any, min_insync: int) -> None:
+    def __init__(self, plog: Any, min_insync: int, transport: Transport) -> None:
         self.plog = plog
+        self.transport = transport
         self.min_insync = min_insync
         self.epoch = 0
         self.replica_id = ""
@@ -77,7 +87,9 @@ class ReplicatedLog:
         self.epoch, self.replica_id, self.state = epoch, replica_id, state
         self.epoch_start = self.plog.end_offset
         self.hw = hw
-        self.followers = [FollowerLink(rid, h) for rid, h in followers]
+        now = self.transport.monotonic()
+        self.followers = [FollowerLink(rid, h, last_ack=now) for rid, h in followers]
+        self.plog.compaction_limit = hw
 
     # --- RecordLog -------------------------------------------------------------------------
 
@@ -101,7 +113,13 @@ class ReplicatedLog:
         return self.plog.end_offset
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.plog, name)  # sync, maybe_compact, close, sync_interval_ms, ...
+        return getattr(self.plog, name)  # sync, maybe_compact (capped at the watermark), close, ...
+
+    def lease_holds(self) -> bool:
+        """Whether enough voters answered within LEASE_S for this leader to go on serving."""
+        now = self.transport.monotonic()
+        fresh = sum(1 for f in self.followers if f.voter and now - f.last_ack < LEASE_S)
+        return 1 + fresh >= self.min_insync
 
     # --- shipping ------------------------------------------------------------------------------
 
@@ -115,9 +133,9 @@ class ReplicatedLog:
             self.plog.flush()
             self._advance_hw()
             target = self.plog.durable_offset
-            deadline = time.monotonic() + FLUSH_WAIT_S
-            while self.hw < target and time.monotonic() < deadline:
-                if not self._collect(deadline - time.monotonic()):
+            deadline = self.transport.monotonic() + FLUSH_WAIT_S
+            while self.hw < target and self.transport.monotonic() < deadline:
+                if not self._collect(deadline - self.transport.monotonic()):
                     break
                 self._feed_lagging()
             return self.hw
@@ -141,7 +159,9 @@ class ReplicatedLog:
             if f.inflight is not None:
                 continue
             if f.match is None:
-                f.inflight = f.handle.follow.remote(self.epoch, self.replica_id, self.state.history, written)
+                follow = Follow(self.epoch, self.replica_id, self.state.history, written)
+                f.sent_at = self.transport.monotonic()
+                f.inflight = self.transport.send(f.handle, "follow", follow)
             elif f.match < written:
                 self._replicate(f, self._read(f.match, written))
             elif heartbeat:
@@ -162,20 +182,19 @@ class ReplicatedLog:
         return batches
 
     def _replicate(self, f: FollowerLink, batches: list[tuple[int, list[Record]]]) -> None:
-        f.inflight = f.handle.replicate.remote(self.epoch, self.replica_id, f.match, batches, self.hw)
+        assert f.match is not None
+        msg = Replicate(self.epoch, self.replica_id, f.match, batches, self.hw)
+        f.sent_at = self.transport.monotonic()
+        f.inflight = self.transport.send(f.handle, "replicate", msg)
 
     def _collect(self, timeout: float) -> bool:
-        """Take the answers that arrive within `timeout`; False when nothing is in flight."""
+        """Take the answers that arrive within `timeout`; False when none did (or nothing is in flight)."""
         refs = [f.inflight for f in self.followers if f.inflight is not None]
         if not refs:
             return False
-        # The first answer ends the wait (a quorum may need no more: a dead or slow follower must not
-        # hold every flush up), then whatever else has arrived by then is taken too.
-        ready, rest = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout), fetch_local=True)
-        if not ready and timeout > 0:
-            return True
-        if rest:
-            ready += ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)[0]
+        ready = self.transport.wait(refs, timeout)
+        if not ready:
+            return False
         for f in self.followers:
             if f.inflight is not None and f.inflight in ready:
                 ref, f.inflight = f.inflight, None
@@ -185,29 +204,34 @@ class ReplicatedLog:
 
     def _on_answer(self, f: FollowerLink, ref: Any) -> None:
         try:
-            answer = ray.get(ref)
+            answer: FollowerAnswer = self.transport.result(ref)
         except Exception as e:  # the follower's actor or node is gone: it lags until it answers again
             log.debug("follower %s of epoch %d unreachable: %r", f.replica_id, self.epoch, e)
             return
-        f.last_ack = time.monotonic()
-        if answer.get("fenced", -1) > self.epoch:
-            self.fenced_by = answer["fenced"]
+        if answer.fenced is not None and answer.fenced > self.epoch:
+            self.fenced_by = answer.fenced
             raise LeaderFencedError(
                 f"leader {self.replica_id} of epoch {self.epoch} fenced by a promise of epoch {self.fenced_by}"
             )
-        if "end" in answer:
-            f.match = answer["end"]
-        elif answer.get("handshake"):
+        if answer.end is not None:
+            f.match = answer.end
+            f.last_ack = max(f.last_ack, f.sent_at)
+        elif answer.handshake:
             f.match = None
 
+    def fence(self, epoch: int) -> int:
+        """This leader promised `epoch` to an election: it acknowledges nothing more (the watermark freezes);
+        the durable end of its log, which its promise reports."""
+        with self._ship_lock:
+            self.fenced_by = epoch
+            return self.plog.durable_offset
+
     def _advance_hw(self) -> None:
-        matches = (f.match for f in self.followers if f.match is not None and f.voter)
-        acked = sorted([self.plog.durable_offset, *matches], reverse=True)
-        if len(acked) < self.min_insync:
-            return
-        candidate = acked[self.min_insync - 1]
-        if candidate > self.epoch_start and candidate > self.hw:
-            self.hw = candidate
+        if self.fenced_by is not None:
+            return  # promised a newer epoch: whatever it holds now was reported by that promise, or is not counted
+        matches = [f.match for f in self.followers if f.match is not None and f.voter]
+        self.hw = advance_high_watermark(self.hw, self.plog.durable_offset, matches, self.min_insync, self.epoch_start)
+        self.plog.compaction_limit = self.hw
 
     def add_learner(self, replica_id: str, handle: Any) -> None:
         """Start copying the log to a new replica; its acks count once `promote` makes it a voter."""

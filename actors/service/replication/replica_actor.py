@@ -13,6 +13,11 @@ router creates (a new service, or a repair) may create its node's root; a replic
 the placement must find its root and partition directory (a lost one is refused, never rejoined
 empty: it would vote with a log missing acknowledged writes). The replica's actor is the one
 writer of its log (storage.writer): appending, truncating and its epoch checkpoint all check it.
+
+A replica whose storage fails (a write, an fsync, the directory gone) ends its process, so it is
+never counted with records it does not hold. A replica restarted (its constructor re-run) without
+its epoch checkpoint lost its storage: it refuses to vote or follow, and the router's repair
+replaces it with a learner. Every call to another process goes through the transport (transport.py).
 """
 
 from __future__ import annotations
@@ -21,34 +26,36 @@ import asyncio
 import dataclasses
 import logging
 import os
-import threading
 import time
 from collections import deque
 from typing import Any
 
-import ray
-
-from groupcoord.protocol import Errors, SystemClock
+from groupcoord.protocol import Errors
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.responses import error_response
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
-from groupcoord.storage.epoch_checkpoint import EpochState, LeaderEpochCheckpoint
+from groupcoord.storage.epoch_checkpoint import CHECKPOINT_FILE, EpochState, LeaderEpochCheckpoint
+from groupcoord.storage.errors import StorageError
+from groupcoord.storage.fileops import FileOps, makedirs_durably
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir
 
-from .names import ROUTER_NAME
-from .partition_actor import PartitionActor
-from .partition_runtime import PartitionRuntime
-from .process_exit import EXIT_DEPOSED, EXIT_FAILURE, exit_process
-from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
-from .spec import ServiceSpec
-from .supervisor import LoopSupervisor
-from .telemetry import PartitionTelemetry, ReplicationFacts
+from ..partition_actor import PartitionActor
+from ..partition_runtime import PartitionRuntime
+from ..process_exit import EXIT_DEPOSED, EXIT_FAILURE
+from ..spec import ServiceSpec
+from ..supervisor import LoopSupervisor
+from ..telemetry import PartitionTelemetry, ReplicationFacts
+from .decisions import divergence_point
+from .messages import Follow, FollowerAnswer, PromiseAnswer, Replicate
+from .replicated_log import LEASE_S, LeaderFencedError, ReplicatedLog, epoch_marker
+from .transport import RayTransport, Transport
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.1  # how often a leader contacts its followers when idle
 LEADER_TIMEOUT_S = 0.6  # a follower that hears nothing from a leader for this long (6 heartbeats) asks for an election
+FOLLOWER_COMPACTION_INTERVAL_S = 60.0
 NODE_ID_FIELD = "{node_id}"
 
 
@@ -66,11 +73,20 @@ class LeaderRuntime(PartitionRuntime):
     """The partition runtime of a promoted replica: it adopts the standby shard instead of replaying a log."""
 
     def __init__(
-        self, partition: int, spec: ServiceSpec, rlog: ReplicatedLog, coord: GroupCoordinator, root: StorageRoot
+        self, partition: int, spec: ServiceSpec, rlog: ReplicatedLog, coord: GroupCoordinator, root: StorageRoot,
+        transport: Transport, compaction_interval_s: float,
     ) -> None:
         self._adopted = (rlog, coord)
+        self.transport = transport
         super().__init__(partition, spec)
+        self.clock = coord.clock
+        self.compaction_interval_s = compaction_interval_s
         self.root = root
+
+    def fail(self, error: Exception) -> None:
+        """Storage is broken (or this leader was fenced): end the process; Ray restarts it as a follower."""
+        log.critical("partition %d: leader failing, exiting for a restart: %r", self.partition, error)
+        self.transport.exit(EXIT_FAILURE)
 
     def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
         rlog, coord = self._adopted
@@ -88,15 +104,27 @@ class ReplicaActor(PartitionActor):
         replica_id: str,
         min_insync: int,
         create_root: bool = False,
+        transport: Transport | None = None,
+        files: FileOps | None = None,
+        compaction_interval_s: float = FOLLOWER_COMPACTION_INTERVAL_S,
     ) -> None:
         self.partition = partition
         self.num_partitions = spec.num_partitions
         self.replica_id = replica_id
-        self.node_id = ray.get_runtime_context().get_node_id()
+        self.transport = transport if transport is not None else RayTransport(spec.namespace)
+        self.node_id = self.transport.node_id()
         path = node_storage_path(spec.storage_path, self.node_id)
         self.spec = dataclasses.replace(spec, storage_path=path, config=spec.config or GroupConfig())
-        self.root = StorageRoot(path, spec.num_partitions, create=create_root)
+        self.compaction_interval_s = compaction_interval_s
+        restarted = self.transport.restarted()
+        self.root = StorageRoot(path, spec.num_partitions, create=create_root, files=files)
         self.directory = self.root.partition_dir(partition)
+        # A restarted replica without its checkpoint lost its storage (a wiped disk): what it promised and
+        # held is gone, so it must not vote or count until repair replaces it (it writes no checkpoint).
+        self.lost = restarted and not (self.directory / CHECKPOINT_FILE).exists()
+        if self.lost:
+            log.error("partition %d: replica %s restarted without its storage; it waits to be replaced",
+                      partition, replica_id)
         self.checkpoint = LeaderEpochCheckpoint(self.directory, self.root.files, fence=self._check_writer)
         self.runtime: LeaderRuntime | None = None  # set while leading
         self._started = time.time()
@@ -112,24 +140,32 @@ class ReplicaActor(PartitionActor):
         end_offsets = self._topic_end_offsets if spec.namespace is not None else None
         self.telemetry = PartitionTelemetry(partition, None, self.spec.observability, end_offsets)
         self._open(reset_standby=True)
+        if not self.lost and not self.checkpoint.path.exists():
+            self._storage_call(self.checkpoint.write, self.state)  # from now on, a restart without it means lost
         self.synced_epoch: int | None = None  # the epoch whose leader this log was truncated against
         self.leader_history: tuple[tuple[int, int], ...] = ()
         self.hw = 0
         self.leader_id: str | None = None
-        self._last_contact = time.monotonic()
+        self._last_contact = self.transport.monotonic()
+        # When this replica last answered a leader: it grants that leader's lease, so it promises no newer
+        # epoch until LEASE_S after. A restart may have forgotten an answer just given: it counts as one.
+        self._granted_at = self.transport.monotonic()
         self._electing = False
         self._router: Any = None
         self.supervisor = LoopSupervisor(partition, self._watch_failed)
         self.supervisor.start("leader watch", self._watch_turn, LEADER_TIMEOUT_S / 10)
+        self.supervisor.start("follower compaction", self._compaction_turn, compaction_interval_s)
 
     # --- the local log and the standby shard ---------------------------------------------------------
 
     def _open(self, reset_standby: bool) -> None:
-        plog = self.root.open_partition(self.partition, sync=self.spec.fsync)
+        if self.lost:
+            makedirs_durably(self.root.files, self.directory)  # an empty log, which never votes or counts
+        plog = self.root.open_partition(self.partition, sync=self.spec.fsync, **self.spec.log.options())
         self.state = self.checkpoint.read().truncated(plog.end_offset)
         if reset_standby:
-            self.rlog = ReplicatedLog(plog, self._min_insync)
-            self.standby = GroupCoordinator(self.spec.config, SystemClock(), self.rlog)
+            self.rlog = ReplicatedLog(plog, self._min_insync, self.transport)
+            self.standby = GroupCoordinator(self.spec.config, self.transport.clock(), self.rlog)
             self.applied = 0
             self.unapplied: deque[tuple[int, list]] = deque()
             for rec in plog.read(0):
@@ -162,14 +198,36 @@ class ReplicaActor(PartitionActor):
         """The end offset of this replica's log."""
         return self.rlog.plog.end_offset
 
+    def _storage_call(self, fn: Any, *args: Any) -> Any:
+        """Run a storage operation; a failure (disk full, I/O error, directory gone) ends the process."""
+        try:
+            return fn(*args)
+        except (OSError, StorageError) as e:
+            self._storage_failed(e)
+
+    def _storage_failed(self, error: BaseException) -> None:
+        log.critical("partition %d: replica %s storage failed, exiting: %r", self.partition, self.replica_id, error)
+        self.transport.exit(EXIT_FAILURE)
+
+    async def _run_storage(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await self.loop.run_in_executor(None, fn, *args)
+        except (OSError, StorageError) as e:
+            self._storage_failed(e)
+
     async def _save(self, state: EpochState) -> None:
-        await self.loop.run_in_executor(None, self.checkpoint.write, state)
+        await self._run_storage(self.checkpoint.write, state)
         self.state = state
+
+    @property
+    def durable_end(self) -> int:
+        """The end of what this replica's log holds durably: the only end it may report to a leader."""
+        return self.rlog.plog.durable_offset
 
     # --- the request path: only a leader serves ----------------------------------------------------
 
     def _start(self, api: str, req: Any) -> Any:
-        if self.runtime is None:
+        if self.runtime is None or self.rlog.fenced_by is not None or not self.rlog.lease_holds():
             return error_response(api, req, Errors.NOT_COORDINATOR)
         return super()._start(api, req)
 
@@ -185,28 +243,48 @@ class ReplicaActor(PartitionActor):
             await super().update_topic_metadata(partitions)
 
     async def _ensure_topics(self, reqs: list[Any]) -> None:
-        if self.runtime is not None:  # a follower answers NOT_COORDINATOR without the topics
-            await super()._ensure_topics(reqs)
+        coord = self.runtime.coord if self.runtime is not None else None
+        if coord is None or self._topics_for is coord:  # a follower answers NOT_COORDINATOR without the topics
+            return
+        try:
+            described = await self.transport.call(self.transport.router(), "describe_topics")
+            self._topics.update({name: info["partitions"] for name, info in described.items()})
+        except Exception as e:  # the router is restarting: use what we have
+            log.warning("partition %d could not read the topics from the router: %r", self.partition, e)
+        self._topics_for = coord
+        coord.update_topic_metadata(self._topics)
 
     # --- election ----------------------------------------------------------------------------------------
 
-    async def promise(self, epoch: int) -> dict:
+    async def promise(self, epoch: int) -> PromiseAnswer:
         """Promise `epoch` durably (refuse older leaders from now on); the answer says how up to date the log is."""
+        while (wait := self._granted_at + LEASE_S - self.transport.monotonic()) > 0 and self.runtime is None:
+            await asyncio.sleep(wait)  # the leader we answered may still serve on its lease until then
         async with self._io:
+            if self.lost:
+                return PromiseAnswer(False, self.state.promised_epoch, self.replica_id, lost=True)
             if epoch <= self.state.promised_epoch:
-                return {"ok": False, "promised": self.state.promised_epoch}
+                return PromiseAnswer(False, self.state.promised_epoch, self.replica_id)
+            if self.runtime is None and self._granted_at + LEASE_S > self.transport.monotonic():
+                return PromiseAnswer(False, self.state.promised_epoch, self.replica_id)  # answered a leader meanwhile
+            end = self.durable_end
+            if self.runtime is not None:
+                # A leader answering for a newer epoch must acknowledge nothing after this answer: the election
+                # counts its log as of now (it went on acknowledging with another follower for the 50 ms before
+                # its exit, and a new leader without those writes lost them: seed 101571).
+                end = await self.loop.run_in_executor(None, self.rlog.fence, epoch)
             await self._save(EpochState(epoch, self.state.history))
             if self.runtime is not None:
                 log.warning("partition %d leader %s deposed by epoch %d", self.partition, self.replica_id, epoch)
-                self.loop.call_later(0.05, exit_process, EXIT_DEPOSED)
-            self._last_contact = time.monotonic()
-            return {"ok": True, "replica_id": self.replica_id, "last_epoch": self.state.last_epoch(self.end),
-                    "end": self.end, "leading": self.runtime is not None}
+                self.loop.call_later(0.05, self.transport.exit, EXIT_DEPOSED)
+            self._last_contact = self.transport.monotonic()
+            leading = self.runtime is not None
+            return PromiseAnswer(True, epoch, self.replica_id, self.state.last_epoch(end), end, leading)
 
     async def lead(self, epoch: int, followers: list[tuple[str, Any]]) -> bool:
         """Become the leader of `epoch` (which this replica promised last) with these followers."""
         async with self._io:
-            if epoch != self.state.promised_epoch or self.runtime is not None:
+            if epoch != self.state.promised_epoch or self.runtime is not None or self.lost:
                 return False
             self._apply_until(self.end)
             end = self.end
@@ -216,14 +294,14 @@ class ReplicaActor(PartitionActor):
             self.rlog.lead(epoch, self.replica_id, state, self.hw, followers)
             self.standby.runtime.append([epoch_marker(epoch)])
             self.synced_epoch, self.leader_id = epoch, self.replica_id
-            self.runtime = LeaderRuntime(self.partition, self.spec, self.rlog, self.standby, self.root)
+            self.runtime = LeaderRuntime(self.partition, self.spec, self.rlog, self.standby, self.root,
+                                         self.transport, self.compaction_interval_s)
             self.telemetry.runtime = self.runtime
             self.runtime.on_flushed = self.telemetry.flushed
             self.telemetry.replication = self._replication_facts
             self.telemetry.leader_elected()
             self.runtime.supervisor.start("metrics", self.telemetry.turn, self.spec.observability.interval_s)
-            name = f"replica-heartbeats-{self.partition}"
-            threading.Thread(target=self._heartbeats, name=name, daemon=True).start()
+            self.runtime.supervisor.start("heartbeats", self._heartbeat_turn, HEARTBEAT_INTERVAL_S)
             log.info("partition %d: replica %s leads epoch %d from %d", self.partition, self.replica_id, epoch, end)
             return True
 
@@ -231,76 +309,82 @@ class ReplicaActor(PartitionActor):
         voters = [f for f in self.rlog.followers if f.voter]
         return ReplicationFacts(self.rlog.epoch, 1 + len(voters), 1 + len(self.rlog.in_sync()), self.rlog.lags())
 
-    def _heartbeats(self) -> None:
+    async def _heartbeat_turn(self) -> None:
+        """The leader's heartbeat: ship, collect answers; a fenced leader fails (a newer epoch exists)."""
         runtime = self.runtime
         assert runtime is not None
-        while True:
-            time.sleep(HEARTBEAT_INTERVAL_S)
-            try:
-                self.rlog.tick()
-            except LeaderFencedError as e:
-                self.loop.call_soon_threadsafe(runtime.fail, e)
-                return
-            except Exception:
-                log.exception("partition %d: leader heartbeat failed", self.partition)
+        try:
+            await self.loop.run_in_executor(None, self.rlog.tick)
+        except LeaderFencedError as e:
+            runtime.fail(e)
 
     async def _watch_turn(self) -> None:
         """Ask the router for an election when no leader has been heard from for LEADER_TIMEOUT_S (monotonic)."""
-        if self.runtime is not None or self._electing or self.spec.namespace is None:
+        if self.runtime is not None or self._electing or self.spec.namespace is None or self.lost:
             return
-        if time.monotonic() - self._last_contact < LEADER_TIMEOUT_S:
+        if self.transport.monotonic() - self._last_contact < LEADER_TIMEOUT_S:
             return
         self._electing = True
         try:
-            self._router = self._router or ray.get_actor(ROUTER_NAME, namespace=self.spec.namespace)
-            await self._router.elect.remote(self.partition, self.state.promised_epoch)
+            self._router = self._router or self.transport.router()
+            await self.transport.call(self._router, "elect", self.partition, self.state.promised_epoch)
         except Exception as e:
             log.debug("partition %d: asking for an election failed: %r", self.partition, e)
             self._router = None
         finally:
             self._electing = False
-            self._last_contact = time.monotonic()
+            self._last_contact = self.transport.monotonic()
+
+    async def _compaction_turn(self) -> None:
+        """A follower compacts its own log too (below its high watermark), so its disk does not fill first."""
+        if self.runtime is not None or self.lost:
+            return  # a leader's runtime compacts (capped at its watermark)
+        plog = self.rlog.plog
+        plog.compaction_limit = self.hw
+        await self._run_storage(_compact_now, plog)
 
     def _watch_failed(self, error: BaseException) -> None:
         log.critical("partition %d: replica %s cannot watch its leader, exiting: %r", self.partition,
                      self.replica_id, error)
-        exit_process(EXIT_FAILURE)
+        self.transport.exit(EXIT_FAILURE)
 
     # --- following ---------------------------------------------------------------------------------------
 
-    async def _accept_epoch(self, epoch: int) -> dict | None:
+    async def _accept_epoch(self, epoch: int) -> FollowerAnswer | None:
         """None when a leader of `epoch` may ship to us (promising it if it is new), else the refusal."""
+        if self.lost:
+            return FollowerAnswer(retry=True)  # nothing of ours may count: repair replaces this replica
         if self.runtime is not None:
             if epoch <= self.rlog.epoch:
-                return {"fenced": self.rlog.epoch}
+                return FollowerAnswer(fenced=self.rlog.epoch)
             log.warning("partition %d leader %s deposed by epoch %d", self.partition, self.replica_id, epoch)
-            self.loop.call_later(0.05, exit_process, EXIT_DEPOSED)
-            return {"retry": True}  # as a follower, after the restart
+            self.loop.call_later(0.05, self.transport.exit, EXIT_DEPOSED)
+            return FollowerAnswer(retry=True)  # as a follower, after the restart
         if epoch < self.state.promised_epoch:
-            return {"fenced": self.state.promised_epoch}
+            return FollowerAnswer(fenced=self.state.promised_epoch)
         if epoch > self.state.promised_epoch:
             await self._save(EpochState(epoch, self.state.history))
-        self._last_contact = time.monotonic()
+        self._last_contact = self._granted_at = self.transport.monotonic()
         return None
 
-    async def follow(self, epoch: int, leader_id: str, leader_history: list, leader_end: int) -> dict:
+    async def follow(self, msg: Follow) -> FollowerAnswer:
         """The handshake of a new leader: cut our log where it diverges from the leader's (KIP-279)."""
         async with self._io:
-            refusal = await self._accept_epoch(epoch)
+            refusal = await self._accept_epoch(msg.epoch)
             if refusal is not None:
                 return refusal
-            history = EpochState(epoch, tuple((int(e), int(s)) for e, s in leader_history))
-            cut = min(self.end, history.end_of_epoch(self.state.last_epoch(self.end), leader_end))
+            history = EpochState(msg.epoch, tuple((int(e), int(s)) for e, s in msg.leader_history))
+            cut = divergence_point(history, msg.leader_end, self.state, self.end)
             if cut < self.end:
-                await self.loop.run_in_executor(None, self._truncate, cut)
-            self.synced_epoch, self.leader_id, self.leader_history = epoch, leader_id, history.history
-            await self._save(EpochState(epoch, self.state.history).truncated(cut))
-            return {"end": self.end}
+                await self._run_storage(self._truncate, cut)
+            self.synced_epoch, self.leader_id, self.leader_history = msg.epoch, msg.leader_id, history.history
+            await self._save(EpochState(msg.epoch, self.state.history).truncated(cut))
+            return FollowerAnswer(end=self.durable_end)
 
     def _truncate(self, cut: int) -> None:
         if cut < self.applied:
             log.critical("partition %d: cut %d below applied %d; reloading", self.partition, cut, self.applied)
-            exit_process(EXIT_DEPOSED)
+            self.transport.exit(EXIT_DEPOSED)
         self.rlog.plog.close()
         try:
             truncate_partition_dir(self.directory, cut, self.root.files)
@@ -315,25 +399,28 @@ class ReplicaActor(PartitionActor):
             base, records = self.unapplied[-1]
             del records[cut - base:]
 
-    async def replicate(self, epoch: int, leader_id: str, from_offset: int, batches: list, hw: int) -> dict:
-        """Append what the leader shipped (from `from_offset`, our end), durably; the answer is our new end."""
+    async def replicate(self, msg: Replicate) -> FollowerAnswer:
+        """Append what the leader shipped (from `from_offset`, our end), durably; the answer is our durable end."""
         async with self._io:
-            refusal = await self._accept_epoch(epoch)
+            refusal = await self._accept_epoch(msg.epoch)
             if refusal is not None:
                 return refusal
-            if self.synced_epoch != epoch:
-                return {"handshake": True}
-            if from_offset != self.end:
-                return {"end": self.end}
+            if self.synced_epoch != msg.epoch:
+                return FollowerAnswer(handshake=True)
+            if self.rlog.plog.failed:
+                self._storage_failed(RuntimeError("the log failed earlier"))
+            if msg.from_offset != self.end:
+                return FollowerAnswer(end=self.durable_end)
+            batches = msg.batches
             if batches:
                 last_end = batches[-1][0] + len(batches[-1][1])
                 new_epochs = tuple(h for h in self.leader_history if h[1] < last_end)
                 if new_epochs != self.state.history:
                     await self._save(EpochState(self.state.promised_epoch, new_epochs))
-                await self.loop.run_in_executor(None, self._append, batches)
-            self.hw = max(self.hw, min(hw, self.end))
+                await self._run_storage(self._append, batches)
+            self.hw = max(self.hw, min(msg.hw, self.durable_end))
             self._apply_until(self.hw)
-            return {"end": self.end}
+            return FollowerAnswer(end=self.durable_end)
 
     def _append(self, batches: list) -> None:
         plog = self.rlog.plog
@@ -366,7 +453,9 @@ class ReplicaActor(PartitionActor):
             "replica_id": self.replica_id,
             "node_id": self.node_id,
             "pid": os.getpid(),
+            "lost": self.lost,
             "leading": leading,
+            "lease": self.rlog.lease_holds() if leading else False,
             "leader_epoch": self.rlog.epoch if leading else self.synced_epoch,
             "promised_epoch": self.state.promised_epoch,
             "end": self.end,
@@ -382,3 +471,10 @@ class ReplicaActor(PartitionActor):
             return {**await super().status(), "replica": await self.role()}
         return {"partition": self.partition, "node_id": self.node_id, "pid": os.getpid(), "loaded": False,
                 "groups": 0, "replica": await self.role()}
+
+
+def _compact_now(plog: Any) -> None:
+    """Compact a follower's log if due, and wait for it (its failure is raised here)."""
+    if plog.maybe_compact():
+        plog.join_compaction()
+        plog.maybe_compact()

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from .names import partition_actor_name
+from ..names import partition_actor_name
+from ..spec import ServiceSpec
+from .decisions import choose_leader
+from .messages import PromiseAnswer
 from .placement import PlacementFile, acks_needed
 from .replica_actor import ReplicaActor
-from .spec import ServiceSpec
+from .transport import RayTransport, Transport
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +39,9 @@ def replica_actor_name(partition: int, index: int) -> str:
     return f"{partition_actor_name(partition)}-replica-{index}"
 
 
-async def _role(replica: Replica) -> dict:
-    if replica.handle is None:
-        raise LookupError(f"replica {replica.replica_id} has no actor")
-    return await replica.handle.role.remote()
-
-
 def alive_node_ids() -> list[str]:
     """The ids of the alive Ray nodes, sorted."""
-    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    return RayTransport().alive_nodes()
 
 
 @dataclass
@@ -81,12 +74,16 @@ class PartitionReplicaSet:
 class ReplicationManager:
     """Creates the replica actors of every partition on distinct nodes and elects their leaders."""
 
-    def __init__(self, spec: ServiceSpec, leaders: list[Any], local_root: str) -> None:
+    def __init__(
+        self, spec: ServiceSpec, leaders: list[Any], local_root: str, transport: Transport | None = None,
+        files: Any = None,
+    ) -> None:
         self.spec = spec
+        self.transport = transport if transport is not None else RayTransport(spec.namespace)
         self.leaders = leaders  # the router's partition handle list, kept pointing at each leader
-        self.placement = PlacementFile(local_root)
+        self.placement = PlacementFile(local_root, files)
         self.generation = 0
-        nodes = alive_node_ids()
+        nodes = self.transport.alive_nodes()
         factor = spec.replication_factor
         if factor > len(nodes):
             raise ValueError(f"replication_factor {factor} exceeds the {len(nodes)} alive Ray nodes")
@@ -97,6 +94,9 @@ class ReplicationManager:
                 PartitionReplicaSet(p, [self._reopen(p, rid, node, name, nodes) for rid, node, name in entries])
                 for p, entries in enumerate(saved["partitions"])
             ]
+            for p, (index, rid, node, name) in saved.get("learners", {}).items():
+                learner = self._spawn(int(p), rid, name, node, create_root=True) if node in nodes else None
+                self.sets[int(p)].learner = (index, learner or Replica(rid, node, None, name))
         else:
             self.sets = [
                 PartitionReplicaSet(p, [self.create(p, r, 0, nodes[(p + r) % len(nodes)]) for r in range(factor)])
@@ -108,25 +108,20 @@ class ReplicationManager:
 
     def create(self, partition: int, index: int, generation: int, node_id: str) -> Replica:
         """A new replica actor for slot `index` of a partition, pinned to `node_id` (it may create its node's root)."""
+        replica = self.planned(partition, index, generation, node_id)
+        return self._spawn(partition, replica.replica_id, replica.name, node_id, create_root=True)
+
+    @staticmethod
+    def planned(partition: int, index: int, generation: int, node_id: str) -> Replica:
+        """The id and actor name a new replica of slot `index` in `generation` gets (no actor yet)."""
         name = replica_actor_name(partition, index) + (f"-g{generation}" if generation else "")
         replica_id = f"{partition}-{index}" + (f".{generation}" if generation else "")
-        return self._spawn(partition, replica_id, name, node_id, create_root=True)
+        return Replica(replica_id, node_id, None, name)
 
     def _spawn(self, partition: int, replica_id: str, name: str, node_id: str, create_root: bool = False) -> Replica:
-        options = {
-            "name": name,
-            "namespace": self.spec.namespace,
-            "lifetime": "detached",
-            "get_if_exists": True,
-            "max_restarts": -1,
-            "max_task_retries": 0,
-            "num_cpus": 0,
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
-        }
-        handle = ray.remote(ReplicaActor).options(**options).remote(
-            partition, self.spec, replica_id,
-            acks_needed(self.spec.replication_factor, self.spec.min_insync_replicas), create_root,
-        )
+        acks = acks_needed(self.spec.replication_factor, self.spec.min_insync_replicas)
+        args = (partition, self.spec, replica_id, acks, create_root)
+        handle = self.transport.spawn_replica(ReplicaActor, name, node_id, args)
         return Replica(replica_id, node_id, handle, name)
 
     def _reopen(self, partition: int, replica_id: str, node_id: str, name: str, alive: list[str]) -> Replica:
@@ -136,16 +131,26 @@ class ReplicationManager:
         return Replica(replica_id, node_id, None, name)
 
     def save(self) -> None:
-        """Record every partition's replicas (the voters elections use) in the router's storage root."""
+        """Record every partition's replicas (the voters elections use) and learners in the router's storage root."""
         placement = [[(r.replica_id, r.node_id, r.name) for r in rs.replicas] for rs in self.sets]
-        self.placement.write(self.generation, placement)
+        learners = {
+            str(rs.partition): (rs.learner[0], rs.learner[1].replica_id, rs.learner[1].node_id, rs.learner[1].name)
+            for rs in self.sets if rs.learner is not None
+        }
+        self.placement.write(self.generation, placement, learners)
+
+    async def role(self, replica: Replica, timeout: float | None = None) -> dict:
+        """The role of a replica (raises when it has no actor or does not answer within `timeout`)."""
+        if replica.handle is None:
+            raise LookupError(f"replica {replica.replica_id} has no actor")
+        return await asyncio.wait_for(self.transport.call(replica.handle, "role"), timeout)
 
     async def _bootstrap(self) -> None:
         """Learn the epochs and leaders the replicas hold (after a router restart), then elect where none leads."""
         await asyncio.gather(*(self._recover(rs) for rs in self.sets))
 
     async def _recover(self, rs: PartitionReplicaSet) -> None:
-        roles = await asyncio.gather(*(_role(r) for r in rs.replicas), return_exceptions=True)
+        roles = await asyncio.gather(*(self.role(r, LEAD_TIMEOUT_S) for r in rs.replicas), return_exceptions=True)
         for replica, role in zip(rs.replicas, roles, strict=True):
             if isinstance(role, dict):
                 replica.node_id = role["node_id"]
@@ -173,15 +178,15 @@ class ReplicationManager:
                 return rs.epoch
             epoch = rs.epoch + 1
             for _ in range(MAX_ROUNDS):
-                started = time.monotonic()
+                started = self.transport.monotonic()
                 promised, highest = await self._promises(rs, epoch)
                 if len(promised) >= rs.majority:
-                    best = max(promised, key=lambda a: (a[1]["last_epoch"], a[1]["end"], not a[1]["leading"]))
+                    best = promised[choose_leader([a for _, a in promised])]  # type: ignore[index]
                     followers = [(r.replica_id, r.handle) for r in rs.replicas if r is not best[0] and r.handle]
                     if await self._lead(best[0], epoch, followers):
                         self._set_leader(rs, best[0], epoch)
                         log.info("partition %d: election of epoch %d took %.0f ms", partition, epoch,
-                                 (time.monotonic() - started) * 1000)
+                                 (self.transport.monotonic() - started) * 1000)
                         return epoch
                 else:
                     log.warning("partition %d: only %d of %d replicas promised epoch %d",
@@ -193,19 +198,22 @@ class ReplicationManager:
     async def _leads(self, rs: PartitionReplicaSet) -> bool:
         assert rs.leader is not None
         try:
-            role = await asyncio.wait_for(rs.leader.handle.role.remote(), PING_TIMEOUT_S)
+            role = await self.role(rs.leader, PING_TIMEOUT_S)
         except Exception:
             return False
-        return bool(role["leading"]) and role["leader_epoch"] == rs.epoch
+        # A leader whose lease lapsed (its followers do not answer it) is replaced even if the router reaches it.
+        return bool(role["leading"]) and role["leader_epoch"] == rs.epoch and bool(role.get("lease", True))
 
-    async def _promises(self, rs: PartitionReplicaSet, epoch: int) -> tuple[list[tuple[Replica, dict]], int]:
+    async def _promises(
+        self, rs: PartitionReplicaSet, epoch: int
+    ) -> tuple[list[tuple[Replica, PromiseAnswer]], int]:
         """Ask every replica to promise `epoch`: the (replica, answer) of those that did, and the highest refusal."""
         pending = {asyncio.ensure_future(self._ask(r, epoch)): r for r in rs.replicas}
-        promised: list[tuple[Replica, dict]] = []
+        promised: list[tuple[Replica, PromiseAnswer]] = []
         highest = epoch
-        deadline = time.monotonic() + PROMISE_TIMEOUT_S
+        deadline = self.transport.monotonic() + PROMISE_TIMEOUT_S
         while pending:
-            timeout = deadline - time.monotonic()
+            timeout = deadline - self.transport.monotonic()
             if len(promised) >= rs.majority:
                 timeout = min(timeout, PROMISE_GRACE_S)
             if timeout <= 0:
@@ -213,31 +221,32 @@ class ReplicationManager:
             done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 break
-            for fut in done:
+            for fut in [f for f in pending if f in done]:  # in the replicas' order: a replayable election
                 replica = pending.pop(fut)
                 answer = fut.result()
                 if answer is None:
                     continue
-                if answer["ok"]:
+                if answer.ok:
                     promised.append((replica, answer))
                 else:
-                    highest = max(highest, answer["promised"])
+                    highest = max(highest, answer.promised)
         for fut in pending:
             fut.cancel()
         return promised, highest
 
-    async def _ask(self, replica: Replica, epoch: int) -> dict | None:
+    async def _ask(self, replica: Replica, epoch: int) -> PromiseAnswer | None:
         if replica.handle is None:
             return None
         try:
-            return await replica.handle.promise.remote(epoch)
+            return await self.transport.call(replica.handle, "promise", epoch)
         except Exception as e:
             log.debug("replica %s did not promise epoch %d: %r", replica.replica_id, epoch, e)
             return None
 
     async def _lead(self, replica: Replica, epoch: int, followers: list[tuple[str, Any]]) -> bool:
         try:
-            return bool(await asyncio.wait_for(replica.handle.lead.remote(epoch, followers), LEAD_TIMEOUT_S))
+            return bool(await asyncio.wait_for(self.transport.call(replica.handle, "lead", epoch, followers),
+                                               LEAD_TIMEOUT_S))
         except Exception as e:
             log.warning("replica %s could not lead epoch %d: %r", replica.replica_id, epoch, e)
             return False
@@ -257,7 +266,7 @@ class ReplicationManager:
             role = None
             if leader is not None:
                 try:
-                    role = await asyncio.wait_for(leader.handle.role.remote(), PING_TIMEOUT_S * 3)
+                    role = await self.role(leader, PING_TIMEOUT_S * 3)
                 except Exception as e:
                     log.debug("partition %d: leader unreachable: %r", rs.partition, e)
             lags = role["lags"] if role else {}

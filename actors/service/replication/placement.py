@@ -11,7 +11,7 @@ import ray
 
 from groupcoord.storage.epoch_checkpoint import write_json_atomically
 
-from ..client.handle import ServiceError
+from ...client.handle import ServiceError
 
 PLACEMENT_FILE = "replication-placement.json"
 
@@ -54,8 +54,9 @@ def head_node_id() -> str:
 class PlacementFile:
     """The router's durable record of every partition's voting replicas (id, node, actor name)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], files: Any = None) -> None:
         self.path = Path(root) / PLACEMENT_FILE
+        self.files = files
 
     def read(self) -> dict[str, Any] | None:
         """The saved placement, or None when the service has none yet."""
@@ -64,6 +65,12 @@ class PlacementFile:
         except FileNotFoundError:
             return None
 
-    def write(self, generation: int, partitions: list[list[tuple[str, str, str]]]) -> None:
-        """Replace the saved placement durably."""
-        write_json_atomically(self.path, {"generation": generation, "partitions": partitions})
+    def write(
+        self, generation: int, partitions: list[list[tuple[str, str, str]]], learners: dict | None = None
+    ) -> None:
+        """Replace the saved placement durably (voters per partition, and learners being repaired)."""
+        body = {"generation": generation, "partitions": partitions, "learners": learners or {}}
+        if self.files is not None:
+            write_json_atomically(self.path, body, self.files)
+        else:
+            write_json_atomically(self.path, body)

@@ -1,0 +1,115 @@
+"""A deterministic asyncio event loop on a simulated clock: one per simulated process, stepped by the simulator.
+
+It never blocks and never reads the machine's clock: `time()` is the simulation's, `select` returns at once,
+and `run_in_executor` runs the function (the real storage code) inline after a simulated I/O delay instead
+of in a thread. The simulator asks each loop when it next has work and steps the ones that do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+from asyncio import events
+from typing import Any, Callable
+
+
+class _NoSelector:
+    """A selector with nothing to select: a simulated process does no real I/O on its loop."""
+
+    def select(self, timeout: float | None) -> list:
+        return []
+
+    def close(self) -> None:
+        pass
+
+    def get_map(self) -> dict:
+        return {}
+
+
+class SimLoop(asyncio.BaseEventLoop):
+    """An event loop whose time is `clock()` and whose executor is inline (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float], io_delay: Callable[[], float]) -> None:
+        super().__init__()
+        self._selector = _NoSelector()
+        self._sim_clock = clock
+        self._io_delay = io_delay
+        self.blocked = 0.0  # how long the running executor job waits on the network (SimTransport.wait)
+        # A dropped loop (its process crashed) leaves pending tasks behind, as a killed process would.
+        self.set_exception_handler(lambda loop, context: None)
+
+    def __del__(self) -> None:
+        pass  # a dropped loop (a crashed process) is never closed: its coroutines end as garbage, as a process's do
+
+    def time(self) -> float:
+        return self._sim_clock()
+
+    def _process_events(self, event_list: list) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def run_in_executor(self, executor: Any, func: Callable, *args: Any) -> asyncio.Future:
+        future = self.create_future()
+
+        def run() -> None:
+            if future.cancelled():
+                return
+            self.blocked = 0.0
+            try:
+                result = func(*args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as e:  # handed to the awaiting coroutine, as a thread's exception would be
+                self._finish(future, self.blocked, None, e)
+            else:
+                self._finish(future, self.blocked, result, None)
+
+        self.call_later(self._io_delay(), run)
+        return future
+
+    def _finish(self, future: asyncio.Future, after: float, result: Any, error: BaseException | None) -> None:
+        """Complete an executor job's future, `after` the time its thread spent blocked waiting on the network."""
+        def complete() -> None:
+            if future.cancelled():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        if after > 0:
+            self.call_later(after, complete)
+        else:
+            complete()
+
+    def next_time(self) -> float:
+        """When this loop next has something to run (now if callbacks are ready; inf if nothing is pending)."""
+        if self._ready:
+            return self.time()
+        while self._scheduled and self._scheduled[0]._cancelled:
+            self._timer_cancelled_count -= 1
+            self._scheduled[0]._scheduled = False
+            heapq.heappop(self._scheduled)
+        return self._scheduled[0]._when if self._scheduled else math.inf
+
+    def step(self) -> None:
+        """Run what is due now (one turn of the loop), as the running loop."""
+        events._set_running_loop(self)
+        try:
+            self._run_once()
+        finally:
+            events._set_running_loop(None)
+
+    def enter(self) -> Any:
+        """Make this the running loop (to construct an actor in it); returns the one to restore after."""
+        previous = events._get_running_loop()
+        events._set_running_loop(self)
+        return previous
+
+    @staticmethod
+    def leave(previous: Any) -> None:
+        """Restore the loop that ran before `enter`."""
+        events._set_running_loop(previous)
