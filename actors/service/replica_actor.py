@@ -28,7 +28,7 @@ from typing import Any
 
 import ray
 
-from groupcoord.protocol import Errors, SystemClock
+from groupcoord.protocol import Errors
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.responses import error_response
@@ -36,7 +36,7 @@ from groupcoord.storage import StorageRoot
 from groupcoord.storage.epoch_checkpoint import EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir
 
-from .names import ROUTER_NAME
+from .overload import CoordinatorClock
 from .partition_actor import PartitionActor
 from .partition_runtime import PartitionRuntime
 from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
@@ -72,6 +72,7 @@ class LeaderRuntime(PartitionRuntime):
         self._adopted = (rlog, coord)
         super().__init__(partition, spec)
         self.root = root
+        self.clock = coord.clock  # the standby's coordinator time goes on
 
     def _open_and_replay(self) -> tuple[Any, GroupCoordinator, int]:
         rlog, coord = self._adopted
@@ -94,6 +95,7 @@ class ReplicaActor(PartitionActor):
         self.num_partitions = spec.num_partitions
         self.replica_id = replica_id
         self.node_id = ray.get_runtime_context().get_node_id()
+        self._node = (self.node_id, ray.util.get_node_ip_address())
         path = node_storage_path(spec.storage_path, self.node_id)
         self.spec = dataclasses.replace(spec, storage_path=path, config=spec.config or GroupConfig())
         self.root = StorageRoot(path, spec.num_partitions, create=create_root)
@@ -130,7 +132,7 @@ class ReplicaActor(PartitionActor):
         self.state = self.checkpoint.read().truncated(plog.end_offset)
         if reset_standby:
             self.rlog = ReplicatedLog(plog, self._min_insync)
-            self.standby = GroupCoordinator(self.spec.config, SystemClock(), self.rlog)
+            self.standby = GroupCoordinator(self.spec.config, CoordinatorClock(), self.rlog)
             self.applied = 0
             self.unapplied: deque[tuple[int, list]] = deque()
             for rec in plog.read(0):
@@ -253,8 +255,8 @@ class ReplicaActor(PartitionActor):
             return
         self._electing = True
         try:
-            self._router = self._router or ray.get_actor(ROUTER_NAME, namespace=self.spec.namespace)
-            await self._router.elect.remote(self.partition, self.state.promised_epoch)
+            router = await self._router_handle()
+            await router.elect.remote(self.partition, self.state.promised_epoch)
         except Exception as e:
             log.debug("partition %d: asking for an election failed: %r", self.partition, e)
             self._router = None
