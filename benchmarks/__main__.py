@@ -34,6 +34,7 @@ OTHERS = {
     "spark": "benchmarks.bench_spark",
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
+    "instructions": "benchmarks.instructions",  # the regression guard's counts; --update writes the baseline
 }
 
 
@@ -62,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name in OTHERS:
-        importlib.import_module(OTHERS[name]).main(rest)
-        return 0
+        code = importlib.import_module(OTHERS[name]).main(rest)
+        return code if isinstance(code, int) else 0
     if name == "all":
         parser = argparse.ArgumentParser(prog="python -m benchmarks all")
         common.add_common_arguments(parser)
