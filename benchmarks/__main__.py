@@ -35,6 +35,7 @@ OTHERS = {
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
     "instructions": "benchmarks.instructions",  # the regression guard's counts; --update writes the baseline
+    "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
 }
 
 
