@@ -100,6 +100,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     groups are formed if later) count.
     """
     began = time.time()
+    session_s = session_ms / 1000
     end = [float("inf")]
     heap: list[tuple[float, int, _Member]] = []
     seq = itertools.count()
@@ -132,7 +133,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
             throttle_s = getattr(r, "throttle_time_ms", 0) / 1000
             if throttle_s:
                 throttled[0] += 1
-            heapq.heappush(heap, (max(sent + interval_s, done + throttle_s), next(seq), m))
+            # Never waiting so long that the session could end (as GroupMember caps it).
+            heapq.heappush(heap, (max(sent + interval_s, min(done + throttle_s, sent + session_s / 2)), next(seq), m))
         if counted:
             latencies.append(done - sent)
 
@@ -147,7 +149,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         if max(start_at, formed_at[0]) <= done <= end[0]:
             answered[0] += 1
             latencies.append(done - sent)
-        heapq.heappush(heap, (max(sent + interval_s, done + getattr(r, "throttle_time_ms", 0) / 1000), next(seq), m))
+        throttled_until = min(done + getattr(r, "throttle_time_ms", 0) / 1000, sent + session_s / 2)
+        heapq.heappush(heap, (max(sent + interval_s, throttled_until), next(seq), m))
 
     def spawn(coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -212,7 +215,6 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         leaves.setdefault(ms[0].ref.partition, []).append(("leave_group", req))
     for p, calls in leaves.items():
         await callers[p].batch(calls)
-    session_s = session_ms / 1000
     failed = [m for m in members if m.error is not None]
     return {
         "members": len(members),

@@ -1,12 +1,10 @@
-"""How far behind its requests a partition actor runs, and the clock its shard's deadlines follow.
+"""How far behind its requests a partition actor runs: the lag its shard's coordinator time subtracts.
 
 A member's heartbeat that waits in the actor's queue was still sent in time: the coordinator's
-lateness is not the member's failure. So the shard's deadlines run on *coordinator time*, the
-monotonic clock minus how far behind the actor is, never going back: while the queue grows,
-coordinator time stands still and no session can expire for want of a heartbeat that is queued;
-once the queue drains, it catches up at once and what is really overdue expires. The lag is
-measured by a probe on the actor's own event loop (how late a short sleep wakes up), so nothing
-a client says is trusted, and it also sets `throttle_time_ms`, which tells clients to back off.
+lateness is not the member's failure. So the shard's deadlines run on coordinator time (see
+CoordinatorClock), the machine's monotonic clock less the lag measured here by a probe on the
+actor's own event loop (how late a short sleep wakes up), so nothing a client says is trusted.
+The lag also sets `throttle_time_ms`, which tells clients to back off (Kafka's way).
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import time
 from collections import deque
 
 from groupcoord.protocol import SystemClock
+from groupcoord.protocol.shard.clock import CoordinatorClock
 
 log = logging.getLogger(__name__)
 
@@ -26,27 +25,9 @@ THROTTLE_AFTER_MS = 100  # lag past which responses ask clients to back off
 MAX_THROTTLE_MS = 5_000
 
 
-class CoordinatorClock:
-    """A shard clock whose monotonic time is the machine's minus the actor's lag, and never goes back.
-
-    The wall clock (commit timestamps) is the machine's.
-    """
-
-    def __init__(self, base: SystemClock | None = None) -> None:
-        self.base = base if base is not None else SystemClock()
-        self.behind_ms = 0
-        self._last = self.base.monotonic_ms()
-
-    def now_ms(self) -> int:
-        """The machine's wall-clock time in milliseconds."""
-        return self.base.now_ms()
-
-    def monotonic_ms(self) -> int:
-        """Coordinator time: the machine's monotonic milliseconds less the lag, never below an earlier reading."""
-        t = self.base.monotonic_ms() - self.behind_ms
-        if t > self._last:
-            self._last = t
-        return self._last
+def coordinator_clock() -> CoordinatorClock:
+    """Coordinator time over the machine's clocks, for a partition's shard."""
+    return CoordinatorClock(SystemClock())
 
 
 class LagProbe:

@@ -7,6 +7,7 @@ are durable; `PartitionRuntime` owns the shard, its log and the loops behind it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -30,6 +31,9 @@ _BATCH_YIELD_S = 0.002
 
 # The requests `batch` accepts: the GroupCoordinator's request handlers.
 _BATCH_APIS = frozenset(APIS)
+
+# Responses that carry Kafka's throttle_time_ms: the requests a client sends again and again.
+_THROTTLED_APIS = frozenset({"heartbeat", "commit_offsets"})
 
 # How often a heartbeat naming a topic the shard does not know may ask the router again.
 _TOPIC_REFRESH_S = 1.0
@@ -96,6 +100,9 @@ class PartitionActor:
         started = time.perf_counter()
         result = self._start(api, req)
         response = await self.runtime.wait(result) if isinstance(result, Deferred) else result
+        throttle_ms = self.runtime.lag.throttle_time_ms()
+        if throttle_ms and api in _THROTTLED_APIS:
+            response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
         self.telemetry.request(api, req, response, time.perf_counter() - started)
         return response
 
@@ -166,6 +173,10 @@ class PartitionActor:
         if pending:
             await self.runtime.wait_all(pending)
         responses = [r.result() if isinstance(r, Deferred) else r for r in results]
+        throttle_ms = self.runtime.lag.throttle_time_ms()
+        if throttle_ms:  # past its capacity: tell every heartbeat and commit of the batch to back off (Kafka's way)
+            responses = [dataclasses.replace(r, throttle_time_ms=throttle_ms) if c[0] in _THROTTLED_APIS else r
+                         for c, r in zip(calls, responses, strict=True)]
         self.telemetry.requests(calls, responses, time.perf_counter() - arrived)
         return responses
 

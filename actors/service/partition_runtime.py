@@ -24,7 +24,7 @@ from groupcoord.storage import StorageRoot
 from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
-from .overload import CoordinatorClock, LagProbe
+from .overload import LagProbe, coordinator_clock
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
 
@@ -64,7 +64,7 @@ class PartitionRuntime:
         self.records_replayed = 0
         # Told the time and record count of every flush (the actor's telemetry sets it).
         self.on_flushed: Callable[[float, int], None] = _ignore_flush
-        self.clock = CoordinatorClock()  # the shard's deadlines run on coordinator time (see overload)
+        self.clock = coordinator_clock()  # the shard's deadlines run on coordinator time (see overload)
         self.lag = LagProbe(self.clock)
         self.compaction_interval_s = COMPACTION_CHECK_INTERVAL_S
         self._flushing = False

@@ -36,7 +36,7 @@ from groupcoord.storage import StorageRoot
 from groupcoord.storage.epoch_checkpoint import EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir
 
-from .overload import CoordinatorClock
+from .overload import coordinator_clock
 from .partition_actor import PartitionActor
 from .partition_runtime import PartitionRuntime
 from .replicated_log import LeaderFencedError, ReplicatedLog, epoch_marker
@@ -132,7 +132,7 @@ class ReplicaActor(PartitionActor):
         self.state = self.checkpoint.read().truncated(plog.end_offset)
         if reset_standby:
             self.rlog = ReplicatedLog(plog, self._min_insync)
-            self.standby = GroupCoordinator(self.spec.config, CoordinatorClock(), self.rlog)
+            self.standby = GroupCoordinator(self.spec.config, coordinator_clock(), self.rlog)
             self.applied = 0
             self.unapplied: deque[tuple[int, list]] = deque()
             for rec in plog.read(0):
