@@ -108,6 +108,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     failures: dict[str, int] = {}
     answered = [0]
     throttled = [0]
+    formation_failures: list = []
     sent_in_window = [0]
     in_flight: set[asyncio.Task] = set()
     members: list[_Member] = []
@@ -133,8 +134,9 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
             throttle_s = getattr(r, "throttle_time_ms", 0) / 1000
             if throttle_s:
                 throttled[0] += 1
-            # Never waiting so long that the session could end (as GroupMember caps it).
-            heapq.heappush(heap, (max(sent + interval_s, min(done + throttle_s, sent + session_s / 2)), next(seq), m))
+            # Never past a quarter of the session (as GroupMember caps it): the next one still has to cross the queue.
+            latest = sent + max(interval_s, session_s / 4)
+            heapq.heappush(heap, (max(sent + interval_s, min(done + throttle_s, latest)), next(seq), m))
         if counted:
             latencies.append(done - sent)
 
@@ -149,7 +151,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         if max(start_at, formed_at[0]) <= done <= end[0]:
             answered[0] += 1
             latencies.append(done - sent)
-        throttled_until = min(done + getattr(r, "throttle_time_ms", 0) / 1000, sent + session_s / 2)
+        throttled_until = min(done + getattr(r, "throttle_time_ms", 0) / 1000, sent + max(interval_s, session_s / 4))
         heapq.heappush(heap, (max(sent + interval_s, throttled_until), next(seq), m))
 
     def spawn(coro: Any) -> None:
@@ -181,7 +183,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     # spread over the interval (the SyncGroup that completed its join restarted its session).
     step = max(1, 500 // max(1, groups[0][2])) if groups else 1
     for lo in range(0, len(groups), step):
-        formed = await clients.form_groups(callers, groups[lo : lo + step], session_ms=session_ms)
+        formed = await clients.form_groups(callers, groups[lo : lo + step], session_ms=session_ms,
+                                           failed=formation_failures)
         now = time.time()
         for group_members in formed:
             for ref in group_members:
@@ -216,6 +219,9 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     for p, calls in leaves.items():
         await callers[p].batch(calls)
     failed = [m for m in members if m.error is not None]
+    for error in formation_failures:
+        key = f"formation {error.name}"
+        failures[key] = failures.get(key, 0) + 1
     return {
         "members": len(members),
         "formed_s": formed_at[0] - began,
@@ -225,7 +231,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         "sent": sent_in_window[0],
         "latencies": latencies,
         "failures": failures,
-        "failed_members": len(failed),
+        "failed_members": len(failed) + len(formation_failures),
+        "formation_failures": len(formation_failures),
         "false_expiries": sum(1 for m in failed if m.error == Errors.UNKNOWN_MEMBER_ID and m.max_gap < session_s),
         "client_late_members": sum(1 for m in members if m.max_gap >= session_s),
         "max_client_gap_s": max((m.max_gap for m in members), default=0.0),
@@ -299,6 +306,7 @@ def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pr
         "max_ms": max(latencies, default=float("nan")) * 1000,
         "failures": failures,
         "failed_members": sum(r["failed_members"] for r in runs),
+        "formation_failures": sum(r["formation_failures"] for r in runs),
         "false_expiries": sum(r["false_expiries"] for r in runs),
         "client_late_members": sum(r["client_late_members"] for r in runs),
         "max_client_gap_s": max(r["max_client_gap_s"] for r in runs),

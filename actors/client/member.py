@@ -111,8 +111,9 @@ class GroupMember:
                 before_rebalance=self._commit_before_revocation,
             )
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
-        # A throttled heartbeat waits longer, but never so long that the member's session could end.
-        self._max_heartbeat_wait_s = max(self.heartbeat_interval_s, session_timeout_ms / 2000)
+        # A throttled heartbeat waits longer, but never past a quarter of the session: the request still has
+        # to cross the queue that made the coordinator ask for the wait.
+        self._max_heartbeat_wait_s = max(self.heartbeat_interval_s, session_timeout_ms / 4000)
         self.max_poll_interval_s = max_poll_interval_ms / 1000
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
