@@ -280,6 +280,19 @@ class ListGroupsResponse:
     error: Errors
     groups: list[ListedGroup]
 
+    def __reduce__(self) -> tuple:
+        # Pickled as flat tuples: a listing of 100,000 groups would otherwise pickle 100,000 dataclasses.
+        groups = self.groups
+        if type(groups) is not list or not all(type(g) is ListedGroup for g in groups):
+            return ListGroupsResponse, (self.error, groups)
+        flat = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in groups]
+        return _list_response_from_wire, (self.error.value, flat)
+
+
+def _list_response_from_wire(error: int, flat: list[tuple[str, str, str, str]]) -> ListGroupsResponse:
+    """Rebuild a ListGroupsResponse pickled by its `__reduce__`."""
+    return ListGroupsResponse(Errors(error), [ListedGroup(*g) for g in flat])
+
 
 @dataclass(frozen=True)
 class DescribeGroupsRequest:
