@@ -390,14 +390,18 @@ def overload_step(svc: Any, drivers: list, steps: list[dict], sizes: dict) -> di
     """Offer `overload` x the knee for the overload window: the actor must keep serving near its knee,
     expire no member that heartbeats in time and not crash (clients are throttled instead)."""
     good = [s for s in steps if s["mode"] == "batched" and s["ok"]]
-    knee = max(good, key=lambda s: s["served_per_s"]) if good else None
+    ran = [s for s in steps if s["mode"] == "batched" and "served_per_s" in s]
+    # No step passed (a loaded machine): the first step that ran stands in for the knee, and says so.
+    knee = max(good, key=lambda s: s["served_per_s"]) if good else (ran[0] if ran else None)
     if knee is None:
-        return {"ok": False, "error": "no batched step passed: no knee to overload"}
+        return {"mode": "overload", "offered_per_s": 0.0, "ok": False, "crashed": False,
+                "error": "no batched step ran: no knee to overload"}
     offered = int(knee["offered_per_s"] * sizes["overload"])
     common.step(f"overload: {offered:,} heartbeats/s offered ({sizes['overload']:g} x the knee of "
                 f"{knee['offered_per_s']:,.0f}/s) for {sizes['overload_window_s']:.0f} s")
     step = run_step(svc, drivers, offered, True, sizes, "hb-overload", window_s=sizes["overload_window_s"])
     common.step(f"  {step_line(step)}")
+    step["knee_assumed"] = not good
     step["knee_offered_per_s"] = knee["offered_per_s"]
     step["knee_served_per_s"] = knee["served_per_s"]
     served = step.get("served_per_s", 0.0)
