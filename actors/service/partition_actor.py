@@ -100,11 +100,16 @@ class PartitionActor:
         started = time.perf_counter()
         result = self._start(api, req)
         response = await self.runtime.wait(result) if isinstance(result, Deferred) else result
-        throttle_ms = self.runtime.lag.throttle_time_ms()
+        throttle_ms = self._throttle_ms()
         if throttle_ms and api in _THROTTLED_APIS:
             response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
         self.telemetry.request(api, req, response, time.perf_counter() - started)
         return response
+
+    def _throttle_ms(self) -> int:
+        """Kafka's throttle_time_ms for the responses going out now: > 0 once this actor runs behind."""
+        runtime = self.runtime
+        return runtime.lag.throttle_time_ms() if runtime is not None else 0  # a replica's follower has none
 
     async def list_groups(self, req: ListGroupsRequest | None = None) -> Any:
         """Kafka's ListGroups over this partition's groups (every group when `req` is None)."""
@@ -173,7 +178,7 @@ class PartitionActor:
         if pending:
             await self.runtime.wait_all(pending)
         responses = [r.result() if isinstance(r, Deferred) else r for r in results]
-        throttle_ms = self.runtime.lag.throttle_time_ms()
+        throttle_ms = self._throttle_ms()
         if throttle_ms:  # past its capacity: tell every heartbeat and commit of the batch to back off (Kafka's way)
             responses = [dataclasses.replace(r, throttle_time_ms=throttle_ms) if c[0] in _THROTTLED_APIS else r
                          for c, r in zip(calls, responses, strict=True)]
