@@ -19,7 +19,7 @@ from groupcoord.protocol.shard.clock import CoordinatorClock
 
 log = logging.getLogger(__name__)
 
-PROBE_INTERVAL_S = 0.005  # the probe's sleep; its oversleep is the loop's lag
+PROBE_INTERVAL_S = 0.01  # the probe's sleep; its oversleep is the loop's lag (100 wake-ups a second)
 LAG_WINDOW_S = 0.25  # the lag is the worst oversleep seen this recently (a queue drains no faster)
 THROTTLE_AFTER_MS = 100  # lag past which responses ask clients to back off
 MAX_THROTTLE_MS = 5_000
