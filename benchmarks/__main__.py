@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 import time
 
 from benchmarks import common
+
+log = logging.getLogger(__name__)
 
 # name -> module; `all` runs them in this order.
 BENCHMARKS = {
@@ -33,9 +36,24 @@ OTHERS = {
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
     "sim": "benchmarks.bench_sim",  # the deterministic replication simulator over many seeds
     "sim-mutations": "benchmarks.sim_mutations",  # each deliberate break must be caught by the simulator
+    "instructions": "benchmarks.instructions",  # the regression guard's counts; --update writes the baseline
     "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
     "test-mutations": "benchmarks.mutations",  # deliberate breaks of the product, each caught by a test
 }
+
+
+def run_one(bench: str, argv: list[str]) -> dict:
+    """Run one benchmark of `all`; one that fails is a row marked failed with its reason, and the run goes on."""
+    started = time.perf_counter()
+    try:
+        common.run_benchmark(bench, importlib.import_module(BENCHMARKS[bench]), argv)
+    except (Exception, SystemExit) as e:  # SystemExit: a bad option, or Ray ending a call at shutdown
+        reason = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"[:300]
+        log.error("benchmark %s failed: %s", bench, reason, exc_info=e)
+        common.write_failure(bench, argv, reason, time.perf_counter() - started)
+        return {"benchmark": bench, "seconds": time.perf_counter() - started, "result": f"FAILED: {reason}",
+                "failed": True}
+    return {"benchmark": bench, "seconds": time.perf_counter() - started, "result": "ok", "failed": False}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,11 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         common.add_common_arguments(parser)
         parser.parse_args(rest)  # only the shared options are accepted
         started = time.perf_counter()
-        with common.ray_session():
-            for bench in BENCHMARKS:
-                common.step(f"=== {bench} ===")
-                common.run_benchmark(bench, importlib.import_module(BENCHMARKS[bench]), rest)
-        print(f"\nall benchmarks: {time.perf_counter() - started:.0f} s")
+        rows = []
+        # Each benchmark in a Ray of its own (unless one runs already, as in the tests): a failure that
+        # took Ray down with it does not fail the benchmarks after it.
+        for bench in BENCHMARKS:
+            common.step(f"=== {bench} ===")
+            rows.append(run_one(bench, rest))
+        common.print_table(f"all benchmarks: {time.perf_counter() - started:.0f} s", ["benchmark", "seconds", "result"],
+                           [[r["benchmark"], f"{r['seconds']:.0f}", r["result"]] for r in rows])
+        common.write_summary(rows, time.perf_counter() - started)
         return 0
     if name not in BENCHMARKS:
         print(f"unknown benchmark {name!r}; choose one of: {names}, all", file=sys.stderr)

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 SERVED_FRACTION = 0.95
 TARGET_RATE = 5000
+OVERLOAD_SERVED = 0.90  # of the knee's served rate, offered twice the knee
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tick-ms", type=int, default=20, help="how often a driver sends what is due")
     parser.add_argument("--drivers", type=int, default=2, help="client processes")
     parser.add_argument("--no-stop", action="store_true", help="run every step even after the knee")
+    parser.add_argument("--overload", type=float, default=None,
+                        help="after the batched steps, offer this multiple of the knee (default 2; 0: skip)")
+    parser.add_argument("--overload-window", type=float, default=None,
+                        help="measured seconds of the overload step (default 60; quick 10)")
 
 
 def _sizes(args: argparse.Namespace) -> dict:
@@ -71,6 +76,8 @@ def _sizes(args: argparse.Namespace) -> dict:
         "group_size": args.group_size,
         "tick_s": args.tick_ms / 1000,
         "drivers": args.drivers,
+        "overload": args.overload if args.overload is not None else common.preset(args, 2.0, 2.0, 2.0),
+        "overload_window_s": args.overload_window or common.preset(args, 60.0, 10.0, 2.0),
     }
 
 
@@ -93,12 +100,15 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     groups are formed if later) count.
     """
     began = time.time()
+    session_s = session_ms / 1000
     end = [float("inf")]
     heap: list[tuple[float, int, _Member]] = []
     seq = itertools.count()
     latencies: list[float] = []
     failures: dict[str, int] = {}
     answered = [0]
+    throttled = [0]
+    formation_failures: list = []
     sent_in_window = [0]
     in_flight: set[asyncio.Task] = set()
     members: list[_Member] = []
@@ -120,7 +130,13 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
                 continue
             if counted:
                 answered[0] += 1
-            heapq.heappush(heap, (sent + interval_s, next(seq), m))
+            # A throttled answer (Kafka's throttle_time_ms) delays the member's next heartbeat, as Kafka's clients do.
+            throttle_s = getattr(r, "throttle_time_ms", 0) / 1000
+            if throttle_s:
+                throttled[0] += 1
+            # Never past a quarter of the session (as GroupMember caps it): the next one still has to cross the queue.
+            latest = sent + max(interval_s, session_s / 4)
+            heapq.heappush(heap, (max(sent + interval_s, min(done + throttle_s, latest)), next(seq), m))
         if counted:
             latencies.append(done - sent)
 
@@ -135,7 +151,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         if max(start_at, formed_at[0]) <= done <= end[0]:
             answered[0] += 1
             latencies.append(done - sent)
-        heapq.heappush(heap, (sent + interval_s, next(seq), m))
+        throttled_until = min(done + getattr(r, "throttle_time_ms", 0) / 1000, sent + max(interval_s, session_s / 4))
+        heapq.heappush(heap, (max(sent + interval_s, throttled_until), next(seq), m))
 
     def spawn(coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -166,7 +183,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     # spread over the interval (the SyncGroup that completed its join restarted its session).
     step = max(1, 500 // max(1, groups[0][2])) if groups else 1
     for lo in range(0, len(groups), step):
-        formed = await clients.form_groups(callers, groups[lo : lo + step], session_ms=session_ms)
+        formed = await clients.form_groups(callers, groups[lo : lo + step], session_ms=session_ms,
+                                           failed=formation_failures)
         now = time.time()
         for group_members in formed:
             for ref in group_members:
@@ -200,17 +218,21 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         leaves.setdefault(ms[0].ref.partition, []).append(("leave_group", req))
     for p, calls in leaves.items():
         await callers[p].batch(calls)
-    session_s = session_ms / 1000
     failed = [m for m in members if m.error is not None]
+    for error in formation_failures:
+        key = f"formation {error.name}"
+        failures[key] = failures.get(key, 0) + 1
     return {
         "members": len(members),
         "formed_s": formed_at[0] - began,
         "window_s": window_s,
         "answered": answered[0],
+        "throttled": throttled[0],
         "sent": sent_in_window[0],
         "latencies": latencies,
         "failures": failures,
-        "failed_members": len(failed),
+        "failed_members": len(failed) + len(formation_failures),
+        "formation_failures": len(formation_failures),
         "false_expiries": sum(1 for m in failed if m.error == Errors.UNKNOWN_MEMBER_ID and m.max_gap < session_s),
         "client_late_members": sum(1 for m in members if m.max_gap >= session_s),
         "max_client_gap_s": max((m.max_gap for m in members), default=0.0),
@@ -219,8 +241,38 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     }
 
 
-def run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, prefix: str) -> dict:
+def actor_facts(svc: Any) -> dict:
+    """The partition actor's pid and lag (from its status); an unreachable actor says so."""
+    try:
+        st = ray.get(svc.partitions[0].status.remote(), timeout=60)
+    except Exception as e:  # a crashed or restarting actor
+        return {"error": repr(e)}
+    return {"pid": st.get("pid"), "max_lag_ms": st.get("max_lag_ms"), "uptime_s": st.get("uptime_s")}
+
+
+def run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, prefix: str,
+             window_s: float | None = None) -> dict:
+    """One step, as a row even when it fails: see `_run_step`; a crashed actor or a failed driver is its reason."""
+    before = actor_facts(svc)
+    try:
+        step = _run_step(svc, drivers, rate, batched, sizes, prefix, window_s)
+    except Exception as e:
+        log.warning("step of %d heartbeats/s failed: %r", rate, e)
+        step = {"mode": "batched" if batched else "per-call", "offered_per_s": float(rate), "ok": False,
+                "error": f"{type(e).__name__}: {str(e)[-300:]}"}
+    after = actor_facts(svc)
+    step["actor_lag_max_ms"] = after.get("max_lag_ms")
+    step["crashed"] = "error" in after or (before.get("pid") is not None and after.get("pid") != before.get("pid"))
+    if step["crashed"]:
+        step["ok"] = False
+        step.setdefault("error", f"partition actor crashed or restarted: {after.get('error', after.get('pid'))}")
+    return step
+
+
+def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, prefix: str,
+              window_s: float | None) -> dict:
     """One step: `rate` heartbeats/s offered by rate x interval members, spread over the drivers."""
+    sizes = dict(sizes, window_s=window_s or sizes["window_s"])
     interval_s = sizes["interval_ms"] / 1000
     n_members = max(sizes["group_size"], round(rate * interval_s))
     n_groups = max(1, n_members // sizes["group_size"])
@@ -248,11 +300,13 @@ def run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pre
         "sent_per_s": sent,
         "served_per_s": served,
         "served_fraction": served / sent if sent else 0.0,
+        "throttled": sum(r["throttled"] for r in runs),
         "p50_ms": common.percentile(latencies, 50) * 1000,
         "p99_ms": common.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=float("nan")) * 1000,
         "failures": failures,
         "failed_members": sum(r["failed_members"] for r in runs),
+        "formation_failures": sum(r["formation_failures"] for r in runs),
         "false_expiries": sum(r["false_expiries"] for r in runs),
         "client_late_members": sum(r["client_late_members"] for r in runs),
         "max_client_gap_s": max(r["max_client_gap_s"] for r in runs),
@@ -301,10 +355,11 @@ def run(args: argparse.Namespace) -> dict:
                                     f"members, window {sizes['window_s']:.1f} s)")
                         step = run_step(svc, drivers, rate, batched, sizes, f"hb-{mode}-{i}")
                         out["steps"].append(step)
-                        common.step(f"  served {step['served_per_s']:,.0f}/s, p99 {step['p99_ms']:.0f} ms, "
-                                    f"failed members {step['failed_members']} (false {step['false_expiries']})")
+                        common.step(f"  {step_line(step)}")
                         if not step["ok"] and not args.no_stop:
                             break
+                    if batched and sizes["overload"] > 0:
+                        out["overload"] = overload_step(svc, drivers, out["steps"], sizes)
         finally:
             common.stop_drivers(drivers)
     for mode in ("batched", "per-call"):
@@ -316,10 +371,11 @@ def run(args: argparse.Namespace) -> dict:
             "last_ok_served": max((s["served_per_s"] for s in good), default=0.0),
             "first_failing_offered": min((s["offered_per_s"] for s in bad), default=None),
         }
-    out["false_expiries"] = sum(s["false_expiries"] for s in out["steps"])
+    out["false_expiries"] = sum(s.get("false_expiries", 0) for s in out["steps"])
     # Through the first failing step of each mode: a step that fails only because of a false expiry counts
     # (judged on the "ok" steps alone the verdict could not fail, since a false expiry makes a step not ok).
-    out["false_expiries_up_to_knee"] = sum(s["false_expiries"] for s in _through_first_failure(out["steps"]))
+    out["false_expiries_up_to_knee"] = sum(s.get("false_expiries", 0) for s in _through_first_failure(out["steps"]))
+    out["crashes"] = sum(1 for s in out["steps"] if s.get("crashed"))
     return out
 
 
@@ -334,25 +390,62 @@ def _through_first_failure(steps: list[dict]) -> list[dict]:
     return kept
 
 
+def step_line(step: dict) -> str:
+    """One progress line about a step (or why it failed)."""
+    if "served_per_s" not in step:
+        return f"FAILED: {step.get('error')}"
+    return (f"served {step['served_per_s']:,.0f}/s, p99 {step['p99_ms']:.0f} ms, failed members "
+            f"{step['failed_members']} (false {step['false_expiries']}), throttled {step['throttled']}, "
+            f"actor lag max {step.get('actor_lag_max_ms')} ms")
+
+
+def overload_step(svc: Any, drivers: list, steps: list[dict], sizes: dict) -> dict:
+    """Offer `overload` x the knee for the overload window: the actor must keep serving near its knee,
+    expire no member that heartbeats in time and not crash (clients are throttled instead)."""
+    good = [s for s in steps if s["mode"] == "batched" and s["ok"]]
+    ran = [s for s in steps if s["mode"] == "batched" and "served_per_s" in s]
+    # No step passed (a loaded machine): the first step that ran stands in for the knee, and says so.
+    knee = max(good, key=lambda s: s["served_per_s"]) if good else (ran[0] if ran else None)
+    if knee is None:
+        return {"mode": "overload", "offered_per_s": 0.0, "ok": False, "crashed": False,
+                "error": "no batched step ran: no knee to overload"}
+    offered = int(knee["offered_per_s"] * sizes["overload"])
+    common.step(f"overload: {offered:,} heartbeats/s offered ({sizes['overload']:g} x the knee of "
+                f"{knee['offered_per_s']:,.0f}/s) for {sizes['overload_window_s']:.0f} s")
+    step = run_step(svc, drivers, offered, True, sizes, "hb-overload", window_s=sizes["overload_window_s"])
+    common.step(f"  {step_line(step)}")
+    step["knee_assumed"] = not good
+    step["knee_offered_per_s"] = knee["offered_per_s"]
+    step["knee_served_per_s"] = knee["served_per_s"]
+    served = step.get("served_per_s", 0.0)
+    step["served_of_knee"] = served / knee["served_per_s"] if knee["served_per_s"] else 0.0
+    step["ok"] = (step["served_of_knee"] >= OVERLOAD_SERVED and step.get("false_expiries", 1) == 0
+                  and not step["crashed"] and "error" not in step)
+    return step
+
+
+def _row(st: dict) -> list:
+    if "served_per_s" not in st:
+        return [st["mode"], f"{st['offered_per_s']:,.0f}", *["-"] * 9, f"FAILED: {st.get('error')}"]
+    fails = ", ".join(f"{k} {v}" for k, v in st["failures"].items()) or "-"
+    return [
+        st["mode"], f"{st['offered_per_s']:,.0f}", f"{st['members']:,}", f"{st['sent_per_s']:,.0f}",
+        f"{st['served_per_s']:,.0f}",
+        f"{st['served_fraction'] * 100:.0f}%", f"{st['p50_ms']:.0f}/{st['p99_ms']:.0f}/{st['max_ms']:.0f}",
+        f"{st['failed_members']} ({fails})", st["false_expiries"], f"{st['max_client_gap_s']:.2f}",
+        f"{st['missing_members']}/{st['unstable_groups']}", "ok" if st["ok"] else "FAIL",
+    ]
+
+
 def report(results: dict) -> None:
-    """Print the steps, the knee and the target."""
+    """Print the steps, the knee, the overload step and the targets."""
     s = results["sizes"]
-    rows = []
-    for st in results["steps"]:
-        fails = ", ".join(f"{k} {v}" for k, v in st["failures"].items()) or "-"
-        rows.append([
-            st["mode"], f"{st['offered_per_s']:,.0f}", f"{st['members']:,}", f"{st['sent_per_s']:,.0f}",
-            f"{st['served_per_s']:,.0f}",
-            f"{st['served_fraction'] * 100:.0f}%", f"{st['p50_ms']:.0f}/{st['p99_ms']:.0f}/{st['max_ms']:.0f}",
-            f"{st['failed_members']} ({fails})", st["false_expiries"], f"{st['max_client_gap_s']:.2f}",
-            f"{st['missing_members']}/{st['unstable_groups']}", "ok" if st["ok"] else "FAIL",
-        ])
     common.print_table(
         f"heartbeats to one partition actor: session {s['session_ms']} ms, interval {s['interval_ms']} ms, "
         f"groups of {s['group_size']}, window {s['window_s']:.1f} s",
         ["mode", "offered/s", "members", "sent/s", "answered/s", "answered", "p50/p99/max ms", "failed members",
          "false exp.", "max gap s", "missing/unstable", ""],
-        rows,
+        [_row(st) for st in results["steps"]],
     )
     sh = results["shard"]
     print(f"\npure shard (in-process, MemoryLog): {sh['cpu_us_per_heartbeat']:.1f} us CPU per heartbeat "
@@ -366,6 +459,23 @@ def report(results: dict) -> None:
     common.print_target(f">= {TARGET_RATE:,} heartbeats/s per partition actor with zero false expiries",
                         f"{best:,.0f}/s answered with {results['false_expiries_up_to_knee']} false expiries up to "
                         f"the first failing step ({results['false_expiries']} in all steps)", ok)
+    ov = results.get("overload")
+    if ov is None:
+        return
+    if "served_per_s" not in ov:
+        common.print_target("overload: >= 90% of the knee served at 2x offered", f"FAILED: {ov.get('error')}", False)
+        return
+    common.print_table(
+        f"overload: {ov['offered_per_s'] / ov['knee_offered_per_s']:.1f} x the knee for {ov['window_s']:.0f} s",
+        ["offered/s", "served/s", "of knee", "false expiries", "failed members", "throttled answers",
+         "actor lag max ms", "crashes"],
+        [[f"{ov['offered_per_s']:,.0f}", f"{ov['served_per_s']:,.0f}", f"{ov['served_of_knee'] * 100:.0f}%",
+          ov["false_expiries"], ov["failed_members"], f"{ov['throttled']:,}", ov.get("actor_lag_max_ms"),
+          int(ov["crashed"])]],
+    )
+    common.print_target(f"overload: >= {OVERLOAD_SERVED:.0%} of the knee served, no false expiry, no crash",
+                        f"{ov['served_of_knee'] * 100:.0f}% of {ov['knee_served_per_s']:,.0f}/s, "
+                        f"{ov['false_expiries']} false expiries, {int(ov['crashed'])} crashes", ov["ok"])
 
 
 def main(argv: list[str] | None = None) -> dict:

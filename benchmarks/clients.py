@@ -68,11 +68,13 @@ def assignment_for(index: int, members: int, topic_partitions: int = 100) -> byt
 
 
 async def form_groups(callers: Sequence[Any], groups: Sequence[tuple[str, int, int]], session_ms: int = 30_000,
-                      chunk: int = 2000) -> list[list[MemberRef]]:
+                      chunk: int = 2000, failed: list | None = None) -> list[list[MemberRef]]:
     """Form groups (group id, owning partition, members) with batched joins and syncs; their members.
 
     Joins of a group complete together once its join phase ends; the leader's SyncGroup carries
     a small assignment for everyone. Whole groups go `chunk` members at a time per partition.
+    A failed join or sync raises, unless `failed` is given: then its error is appended there and
+    the member left out.
     """
     by_partition: dict[int, list[tuple[str, int]]] = {}
     for group, partition, n in groups:
@@ -86,21 +88,30 @@ async def form_groups(callers: Sequence[Any], groups: Sequence[tuple[str, int, i
                                                                 host=f"10.0.{i // 256}.{i % 256}"))
                                     for g, n in part for i in range(n)])
         syncs = []
+        synced: list[MemberRef] = []
         for j, (g, _) in zip(joins, [(g, i) for g, n in part for i in range(n)], strict=True):
             if j.error != Errors.NONE:
-                raise RuntimeError(f"join of {g} failed: {j.error!r}")
+                if failed is None:
+                    raise RuntimeError(f"join of {g} failed: {j.error!r}")
+                failed.append(j.error)
+                continue
             assignments = {}
             if j.leader == j.member_id:
                 ids = [m.member_id for m in j.members]
                 assignments = {mid: assignment_for(i, len(ids)) for i, mid in enumerate(ids)}
             syncs.append(("sync_group", SyncGroupRequest(g, j.generation_id, j.member_id, None, "consumer",
                                                          PROTOCOL, assignments)))
-            formed[g].append(MemberRef(g, j.member_id, j.generation_id, p))
+            synced.append(MemberRef(g, j.member_id, j.generation_id, p))
         # Followers' syncs park until the leader's assignment is durable; the batch waits for all.
         results = await caller.batch(syncs)
         bad = [r.error for r in results if r.error != Errors.NONE]
-        if bad:
+        if bad and failed is None:
             raise RuntimeError(f"sync failed: {bad[:3]}")
+        for ref, r in zip(synced, results, strict=True):
+            if r.error == Errors.NONE:
+                formed[ref.group].append(ref)
+            else:
+                failed.append(r.error)  # type: ignore[union-attr]
 
     async def one_partition(p: int, todo: list[tuple[str, int]]) -> None:
         # A group's joins must all be in one batch, or its first generation would start without some.

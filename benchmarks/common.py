@@ -183,6 +183,25 @@ def write_results(name: str, args: argparse.Namespace, results: dict, seconds: f
     return path
 
 
+def write_failure(name: str, argv: list[str], reason: str, seconds: float) -> Path:
+    """Write benchmarks/results/NAME.json for a benchmark that failed: the machine, its options and why."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    doc = {"benchmark": name, "machine": machine(), "options": {"argv": argv}, "seconds": seconds,
+           "failed": reason, "results": None}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path
+
+
+def write_summary(rows: list[dict], seconds: float) -> Path:
+    """Write benchmarks/results/all.json: each benchmark of one `all` run, ok or failed with its reason."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / "all.json"
+    doc = {"benchmark": "all", "machine": machine(), "seconds": seconds, "runs": rows}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path
+
+
 def add_common_arguments(parser: argparse.ArgumentParser, default_trials: int = 3) -> None:
     """--quick, --tiny, --trials and --dir, which every benchmark takes."""
     parser.add_argument("--quick", action="store_true", help="small sizes: the whole benchmark in seconds")
@@ -237,7 +256,9 @@ def ray_session() -> Iterator[None]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     started = False
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False, namespace=RAY_NAMESPACE, configure_logging=False)
+        # address="local": always a Ray of our own, never another user's cluster found on this machine.
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, namespace=RAY_NAMESPACE,
+                 configure_logging=False)
         started = True
     try:
         yield

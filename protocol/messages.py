@@ -122,9 +122,10 @@ class HeartbeatRequest:
 
 @dataclass(frozen=True)
 class HeartbeatResponse:
-    """NONE, or the reason the member must rejoin."""
+    """NONE, or the reason the member must rejoin; `throttle_time_ms` > 0 asks the member to wait that long first."""
 
     error: Errors
+    throttle_time_ms: int = 0
 
 
 # --- LeaveGroup ------------------------------------------------------------------------
@@ -192,15 +193,17 @@ class OffsetCommitRequest:
 
 @dataclass(frozen=True)
 class OffsetCommitResponse:
-    """An error per partition."""
+    """An error per partition; `throttle_time_ms` > 0 asks the client to wait that long before its next request."""
 
     errors: dict[TopicPartition, Errors]
+    throttle_time_ms: int = 0
 
     def __reduce__(self) -> tuple:
         errors = self.errors
         if type(errors) is not dict or not all(type(e) is Errors for e in errors.values()):
-            return OffsetCommitResponse, (errors,)
-        return _commit_response_from_wire, ([(tp[0], tp[1], e.value) for tp, e in errors.items()],)
+            return OffsetCommitResponse, (errors, self.throttle_time_ms)
+        flat = [(tp[0], tp[1], e.value) for tp, e in errors.items()]
+        return _commit_response_from_wire, (flat, self.throttle_time_ms)
 
 
 _ERRORS_BY_CODE = {e.value: e for e in Errors}
@@ -216,9 +219,10 @@ def _commit_request_from_wire(
     return OffsetCommitRequest(group_id, offsets, generation_id, member_id, instance_id, retention)
 
 
-def _commit_response_from_wire(items: list[tuple[str, int, int]]) -> OffsetCommitResponse:
+def _commit_response_from_wire(items: list[tuple[str, int, int]], throttle_time_ms: int = 0) -> OffsetCommitResponse:
     """Rebuild an OffsetCommitResponse pickled by its `__reduce__`."""
-    return OffsetCommitResponse({_new_tuple(TopicPartition, (t, p)): _ERRORS_BY_CODE[e] for t, p, e in items})
+    errors = {_new_tuple(TopicPartition, (t, p)): _ERRORS_BY_CODE[e] for t, p, e in items}
+    return OffsetCommitResponse(errors, throttle_time_ms)
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,19 @@ class ListGroupsResponse:
 
     error: Errors
     groups: list[ListedGroup]
+
+    def __reduce__(self) -> tuple:
+        # Pickled as flat tuples: a listing of 100,000 groups would otherwise pickle 100,000 dataclasses.
+        groups = self.groups
+        if type(groups) is not list or not all(type(g) is ListedGroup for g in groups):
+            return ListGroupsResponse, (self.error, groups)
+        flat = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in groups]
+        return _list_response_from_wire, (self.error.value, flat)
+
+
+def _list_response_from_wire(error: int, flat: list[tuple[str, str, str, str]]) -> ListGroupsResponse:
+    """Rebuild a ListGroupsResponse pickled by its `__reduce__`."""
+    return ListGroupsResponse(Errors(error), [ListedGroup(*g) for g in flat])
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,9 @@ class GroupMember:
                 before_rebalance=self._commit_before_revocation,
             )
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        # A throttled heartbeat waits longer, but never past a quarter of the session: the request still has
+        # to cross the queue that made the coordinator ask for the wait.
+        self._max_heartbeat_wait_s = max(self.heartbeat_interval_s, session_timeout_ms / 4000)
         self.max_poll_interval_s = max_poll_interval_ms / 1000
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
@@ -299,15 +302,21 @@ class GroupMember:
 
     def _heartbeat_loop(self) -> None:
         """Heartbeat every interval until closed; one failed round is logged and the next one goes on."""
-        while not self._stop.wait(self.heartbeat_interval_s):
+        wait_s = self.heartbeat_interval_s
+        while not self._stop.wait(wait_s):
             if ray_session_ended(self.group_id, self.member_id):
                 return
+            wait_s = self.heartbeat_interval_s
             try:
-                self._heartbeat_once()
+                throttle_s = self._heartbeat_once()
             except Exception:  # never a dead heartbeat thread in a live member
                 log.exception("heartbeat round of %s in %s failed; the next one goes on", self.member_id, self.group_id)
+                continue
+            if throttle_s > wait_s:  # the coordinator runs behind: back off as it asks (Kafka's throttle_time_ms)
+                wait_s = min(throttle_s, self._max_heartbeat_wait_s)
 
-    def _heartbeat_once(self) -> None:
+    def _heartbeat_once(self) -> float:
+        """One heartbeat round; how long the coordinator asked us to wait before the next one (seconds)."""
         m = self.membership
         if time.monotonic() - self._last_poll > self.max_poll_interval_s and m.is_stable():
             log.warning(
@@ -316,16 +325,17 @@ class GroupMember:
                 self.group_id,
             )
             m.leave(reason="consumer poll timeout has expired")
-            return
+            return 0.0
         request = m.heartbeat_request()
         if request is None:
-            return
+            return 0.0
         try:
-            error = self.client.call_once(Api.HEARTBEAT, request, timeout_s=self.heartbeat_interval_s * 2).error
+            response = self.client.call_once(Api.HEARTBEAT, request, timeout_s=self.heartbeat_interval_s * 2)
         except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
             log.debug("heartbeat of %s failed (%r); coordinator may be restarting", m.member_id, e)
-            return
-        m.on_heartbeat(request, error)
+            return 0.0
+        m.on_heartbeat(request, response.error)
+        return getattr(response, "throttle_time_ms", 0) / 1000
 
     def _consumer_heartbeat_loop(self) -> None:
         membership = self.membership

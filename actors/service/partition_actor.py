@@ -7,6 +7,7 @@ are durable; `PartitionRuntime` owns the shard, its log and the loops behind it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -60,6 +61,9 @@ _BATCH_YIELD_S = 0.002
 # The requests `batch` accepts: the GroupCoordinator's request handlers.
 _BATCH_APIS = frozenset(Api)
 
+# Responses that carry Kafka's throttle_time_ms: the requests a client sends again and again.
+_THROTTLED_APIS = frozenset({Api.HEARTBEAT, Api.OFFSET_COMMIT})
+
 # How often a heartbeat naming a topic the shard does not know may ask the router again.
 _TOPIC_REFRESH_S = 1.0
 
@@ -106,6 +110,8 @@ class PartitionActor:
         self._topics: dict[str, int] = {}  # topic -> partition count, for the consumer groups' assignors
         self._topics_for: Any = None  # the shard that has them
         self._topics_asked = 0.0
+        self._router: Any = None  # the router's handle, looked up once off the event loop (see _router_handle)
+        self._node = _node_facts() if namespace is not None else ("", "")
 
     # --- the request path --------------------------------------------------------------------
 
@@ -130,8 +136,16 @@ class PartitionActor:
         started = time.perf_counter()
         result = self._start(api, req)
         response = await self.runtime.wait(result) if isinstance(result, Deferred) else result
+        throttle_ms = self._throttle_ms()
+        if throttle_ms and api in _THROTTLED_APIS:
+            response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
         self.telemetry.request(api, req, response, time.perf_counter() - started)
         return response
+
+    def _throttle_ms(self) -> int:
+        """Kafka's throttle_time_ms for the responses going out now: > 0 once this actor runs behind."""
+        runtime = self.runtime
+        return runtime.lag.throttle_time_ms() if runtime is not None else 0  # a replica's follower has none
 
     # --- the remote API: one method per request; each answers once its records are durable -------------
 
@@ -203,9 +217,7 @@ class PartitionActor:
             return
         self._topics_asked = time.monotonic()
         try:
-            import ray
-
-            router = ray.get_actor(ROUTER_NAME, namespace=self._namespace)
+            router = await self._router_handle()
             described = await router.describe_topics.remote()
         except Exception as e:  # no router (an in-process actor) or it is restarting: use what we have
             log.warning("partition %d could not read the topics from the router: %r", self.partition, e)
@@ -246,6 +258,10 @@ class PartitionActor:
         if pending:
             await self.runtime.wait_all(pending)
         responses = [r.result() if isinstance(r, Deferred) else r for r in results]
+        throttle_ms = self._throttle_ms()
+        if throttle_ms:  # past its capacity: tell every heartbeat and commit of the batch to back off (Kafka's way)
+            responses = [dataclasses.replace(r, throttle_time_ms=throttle_ms) if c[0] in _THROTTLED_APIS else r
+                         for c, r in zip(calls, responses, strict=True)]
         self.telemetry.requests(calls, responses, time.perf_counter() - arrived)
         return responses
 
@@ -257,16 +273,13 @@ class PartitionActor:
 
     async def status(self) -> dict:
         """Facts for `groupcoord status`: node, load time, groups by state, members, commit rate, log, compaction."""
-        import ray
-
         rt = self.runtime
         coord = rt.coord
         gauges = coord.gauges() if coord is not None else None
-        context = ray.get_runtime_context()
         return {
             "partition": self.partition,
-            "node_id": context.get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(),
+            "node_id": self._node[0],
+            "node_ip": self._node[1],
             "pid": os.getpid(),
             "loaded": coord is not None,
             "load_ms": rt.load_ms,
@@ -282,15 +295,28 @@ class PartitionActor:
             "log_bytes": rt.log_bytes(),
             "last_compaction": self.telemetry.last_compaction(),
             "loop_failures": rt.loop_failures(),
+            "lag_ms": rt.lag.behind_ms(),
+            "max_lag_ms": rt.lag.max_lag_ms,
             "uptime_s": time.time() - self._started,
         }
 
     async def _topic_end_offsets(self) -> dict:
         """The topics' end offsets from the router's registry, for consumer lag."""
-        import ray
-
-        router = ray.get_actor(ROUTER_NAME, namespace=self.runtime.spec.namespace)
+        router = await self._router_handle()
         return await router.describe_topics.remote()
+
+    async def _router_handle(self) -> Any:
+        """The service router's handle, looked up in Ray's GCS once, in a worker thread.
+
+        A named-actor lookup is a synchronous GCS call (and the first one loads the router's class
+        from GCS's function table); on the event loop it stalled every request behind it, and under
+        overload a GCS call that timed out aborted the process. The handle stays valid across
+        restarts of the (detached, restartable) router.
+        """
+        if self._router is None:
+            loop = asyncio.get_running_loop()
+            self._router = await loop.run_in_executor(None, _lookup_router, self._namespace)
+        return self._router
 
     async def set_metrics(self, on: bool) -> bool:
         """Turn this partition's Ray metrics off or back on at runtime; returns whether they are on now.
@@ -308,3 +334,15 @@ class PartitionActor:
         """Stop serving and close the log; for an in-process PartitionActor (benchmarks, tests), not over Ray."""
         await self.runtime.close()
 
+
+def _lookup_router(namespace: str | None) -> Any:
+    import ray
+
+    return ray.get_actor(ROUTER_NAME, namespace=namespace)
+
+
+def _node_facts() -> tuple[str, str]:
+    """This process's Ray node id and IP (both known locally), read once at start for `status`."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()

@@ -18,12 +18,13 @@ import os
 import time
 from typing import Any, Callable
 
-from groupcoord.protocol import Deferred, SystemClock
+from groupcoord.protocol import Deferred
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
+from .overload import LagProbe, coordinator_clock
 from .process_exit import EXIT_FAILURE, exit_process
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
@@ -63,7 +64,8 @@ class PartitionRuntime:
         self.records_replayed = 0
         # Told the time and record count of every flush (the actor's telemetry sets it).
         self.on_flushed: Callable[[float, int], None] = _ignore_flush
-        self.clock = SystemClock()
+        self.clock = coordinator_clock()  # the shard's deadlines run on coordinator time (see overload)
+        self.lag = LagProbe(self.clock)
         self.compaction_interval_s = COMPACTION_CHECK_INTERVAL_S
         self._flushing = False
         self._wake = asyncio.Event()
@@ -109,6 +111,8 @@ class PartitionRuntime:
         self.coord = coord
         log.info("partition %d loaded %d records in %.0f ms", self.partition, self.records_replayed, self.load_ms)
         sup = self.supervisor
+        self.lag.clock = self.clock
+        sup.start("lag probe", self.lag.turn)
         sup.start("timers", self._timer_turn)
         sup.start("compaction", self._compaction_turn, self.compaction_interval_s, fatal=_compaction_is_fatal)
         if self.spec.fsync == "interval":
@@ -213,6 +217,7 @@ class PartitionRuntime:
         coord = self.coord
         assert coord is not None
         turn_ends = time.perf_counter() + TIMER_TURN_S
+        self.lag.refresh()
         while (more := coord.fire_timers(1)) and time.perf_counter() < turn_ends:
             pass
         self._kick_flush()

@@ -19,6 +19,9 @@ def _admin(ctx: click.Context) -> AdminClient:
     return AdminClient(connect_service(ctx.obj["address"], ctx.obj["namespace"]))
 
 
+PAGE_SIZE = 1000  # groups per page of `groups list`
+
+
 def _member_partitions(member) -> list[TopicPartition]:
     from groupcoord.protocol.assignors.consumer_protocol import decode_assignment
 
@@ -40,15 +43,24 @@ def groups() -> None:
 
 @groups.command("list")
 @click.option("--state", "states", multiple=True, help="Only groups in this state (repeatable).")
+@click.option("--type", "types", multiple=True, help="Only groups of this type: classic or consumer (repeatable).")
+@click.option("--page-size", type=click.IntRange(min=1), default=PAGE_SIZE, show_default=True,
+              help="Groups per page.")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Which page (by group id).")
 @click.pass_context
-def list_groups(ctx, states: tuple[str, ...]) -> None:
-    """List the service's groups."""
-    listed = _admin(ctx).list_groups(states=states)
+def list_groups(ctx, states: tuple[str, ...], types: tuple[str, ...], page_size: int, page: int) -> None:
+    """List the service's groups by group id, a page at a time (Kafka's state and type filters)."""
+    listed = sorted(_admin(ctx).list_groups(states=states, types=types), key=lambda g: g.group_id)
+    shown = listed[(page - 1) * page_size : page * page_size]
     print_table(
         None,
-        ["GROUP", "STATE", "PROTOCOL-TYPE"],
-        [[g.group_id, g.group_state, g.protocol_type] for g in listed],
+        ["GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"],
+        [[g.group_id, g.group_state, g.group_type, g.protocol_type] for g in shown],
     )
+    pages = max(1, -(-len(listed) // page_size))
+    if pages > 1:
+        more = f"; --page {page + 1} for more" if page < pages else ""
+        click.echo(f"page {page} of {pages} ({len(listed):,} groups){more}")
 
 
 @groups.command("describe")

@@ -66,3 +66,31 @@ class ManualClock:
     def step_wall(self, ms: int) -> None:
         """Step the wall clock alone by `ms` (negative: back), leaving deadlines where they are."""
         self._wall_offset += int(ms)
+
+
+class CoordinatorClock:
+    """Coordinator time: another clock's monotonic time less how far behind its requests the coordinator runs.
+
+    A heartbeat that waits in the coordinator's queue was sent in time; measured in coordinator
+    time, a session only runs while the coordinator keeps up. Whoever runs the shard sets
+    `behind_ms` (the queueing delay it measures); the reading never goes back, so while the lag
+    grows the deadlines stand still, and once it drains they catch up and what is really overdue
+    fires. The wall clock is the base clock's.
+    """
+
+    def __init__(self, base: Clock) -> None:
+        self.base = base
+        self._monotonic = monotonic_ms_of(base)
+        self.behind_ms = 0
+        self._last = self._monotonic()
+
+    def now_ms(self) -> int:
+        """The base clock's wall-clock time."""
+        return self.base.now_ms()
+
+    def monotonic_ms(self) -> int:
+        """The base clock's monotonic time less `behind_ms`, never below an earlier reading."""
+        t = self._monotonic() - self.behind_ms
+        if t > self._last:
+            self._last = t
+        return self._last

@@ -63,6 +63,49 @@ def test_heartbeats(ray_local, tmp_path):
         assert s["members"] == round(s["offered_per_s"] * r["sizes"]["interval_ms"] / 1000)
         assert s["served_per_s"] > 0
     assert r["shard"]["heartbeats"] > 0 and r["shard"]["cpu_us_per_heartbeat"] > 0
+    # Twice the knee: a row of its own, the actor alive, no member expired that heartbeated in time.
+    overload = r["overload"]
+    assert overload["offered_per_s"] == 2 * overload["knee_offered_per_s"]
+    assert not overload["crashed"] and overload["false_expiries"] == 0 and overload["served_per_s"] > 0
+    assert r["crashes"] == 0
+
+
+def test_all_goes_on_past_a_failed_benchmark(monkeypatch, tmp_path):
+    """`python -m benchmarks all`: a benchmark that fails is a row marked failed with its reason; the next runs."""
+    import types
+
+    from benchmarks import __main__ as entry
+
+    ran = []
+
+    def fake(name: str, fail: bool) -> types.ModuleType:
+        mod = types.ModuleType(f"benchmarks._fake_{name}")
+        mod.add_arguments = lambda parser: common.add_common_arguments(parser)
+
+        def run(args):
+            ran.append(name)
+            if fail:
+                raise RuntimeError("the partition actor died")
+            return {"value": 1}
+
+        mod.run, mod.report = run, lambda results: None
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        return mod
+
+    monkeypatch.setattr(entry, "BENCHMARKS", {"broken": fake("broken", True).__name__,
+                                              "fine": fake("fine", False).__name__})
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(common, "ray_session", lambda: __import__("contextlib").nullcontext())
+    assert entry.main(["all", "--tiny"]) == 0
+    assert ran == ["broken", "fine"]
+    import json
+
+    summary = json.loads((tmp_path / "all.json").read_text())
+    rows = {r["benchmark"]: r for r in summary["runs"]}
+    assert rows["broken"]["failed"] and "the partition actor died" in rows["broken"]["result"]
+    assert not rows["fine"]["failed"]
+    assert json.loads((tmp_path / "broken.json").read_text())["failed"].endswith("the partition actor died")
+    assert summary["machine"]["loadavg"]
 
 
 def test_rebalance(ray_local, tmp_path):

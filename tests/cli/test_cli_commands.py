@@ -85,6 +85,22 @@ def test_groups_list_describe_and_delete(svc):
     assert "reporting" not in run("groups", "list").output
 
 
+def test_groups_list_pages_by_group_id_and_filters_by_type(svc):
+    admin = AdminClient(svc)
+    for i in range(5):
+        admin.alter_group_offsets(f"paged-{i}", {TopicPartition("orders", 0): OffsetAndMetadata(i)})
+    first = run("groups", "list", "--type", "classic", "--page-size", "2").output
+    listed = sorted(line.split()[0] for line in first.splitlines()[1:] if line.startswith(("paged-", "reporting")))
+    assert len(listed) == 2 and "page 1 of" in first and "--page 2 for more" in first
+    pages = int(first.split("page 1 of ")[1].split()[0])
+    seen = []
+    for page in range(1, pages + 1):
+        out = run("groups", "list", "--type", "classic", "--page-size", "2", "--page", str(page)).output
+        seen += [line.split()[0] for line in out.splitlines()[1:] if line.startswith("paged-")]
+    assert seen == [f"paged-{i}" for i in range(5)]  # every group once, in group-id order
+    assert "paged-0" not in run("groups", "list", "--type", "consumer").output
+
+
 def test_offsets_reset_dry_run_changes_nothing_and_execute_applies(svc, tmp_path):
     admin = AdminClient(svc)
     admin.alter_group_offsets("resettable", {TopicPartition("orders", p): OffsetAndMetadata(10) for p in range(4)})

@@ -79,7 +79,7 @@ class LeaderRuntime(PartitionRuntime):
         self._adopted = (rlog, coord)
         self.transport = transport
         super().__init__(partition, spec)
-        self.clock = coord.clock
+        self.clock = coord.clock  # the standby's coordinator time goes on
         self.compaction_interval_s = compaction_interval_s
         self.root = root
 
@@ -113,6 +113,7 @@ class ReplicaActor(PartitionActor):
         self.replica_id = replica_id
         self.transport = transport if transport is not None else RayTransport(spec.namespace)
         self.node_id = self.transport.node_id()
+        self._node = (self.node_id, self.transport.node_ip())
         path = node_storage_path(spec.storage_path, self.node_id)
         self.spec = dataclasses.replace(spec, storage_path=path, config=spec.config or GroupConfig())
         self.compaction_interval_s = compaction_interval_s

@@ -8,13 +8,12 @@ network, clock and process table, so that the same replica, log, election and re
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any, NoReturn
 
-from groupcoord.protocol import SystemClock
 from groupcoord.protocol.shard.clock import Clock
 
+from ..overload import coordinator_clock
 from ..process_exit import exit_process
 
 log = logging.getLogger(__name__)
@@ -26,6 +25,10 @@ class Transport:
     def node_id(self) -> str:
         """The id of the node this process runs on."""
         raise NotImplementedError
+
+    def node_ip(self) -> str:
+        """The IP address of this process's node, for `status` ("" where there is none)."""
+        return ""
 
     def restarted(self) -> bool:
         """Whether this process is a restart of an actor (its constructor re-run with the same arguments)."""
@@ -87,6 +90,11 @@ class RayTransport(Transport):
 
         return ray.get_runtime_context().get_node_id()
 
+    def node_ip(self) -> str:
+        import ray
+
+        return ray.util.get_node_ip_address()
+
     def restarted(self) -> bool:
         import ray
 
@@ -96,7 +104,7 @@ class RayTransport(Transport):
         return time.monotonic()
 
     def clock(self) -> Clock:
-        return SystemClock()
+        return coordinator_clock()
 
     def send(self, handle: Any, method: str, *args: Any) -> Any:
         return getattr(handle, method).remote(*args)

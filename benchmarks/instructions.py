@@ -1,0 +1,119 @@
+"""`python -m benchmarks instructions [--update]`: CPU instructions of the hot paths, against a committed baseline.
+
+A shared machine moves wall-clock figures by 2x; the instructions a piece of code executes do
+not move. Each workload of benchmarks/instruction_workloads.py runs once under valgrind's
+callgrind, which counts only while the workload runs (inside one functools.reduce call) and
+dumps the count after it. `make test` compares the counts with benchmarks/baselines/instructions.json
+(tests/bench/test_instructions.py): a change of more than 15% either way fails. A slower path is
+a regression; a faster one means the baseline is stale. `--update` writes a new baseline, to be
+committed on purpose with a message that says why the count moved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import common, instruction_workloads
+
+BASELINE = Path(__file__).resolve().parent / "baselines" / "instructions.json"
+TOLERANCE = 0.15
+
+
+def environment() -> dict:
+    """What the counts depend on besides our code: the interpreter and the msgpack build."""
+    import msgpack
+
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            "machine": platform.machine(), "msgpack": msgpack.version}
+
+
+def measure(names: list[str] | None = None) -> dict[str, int]:
+    """Instructions each workload executes, counted by callgrind (one process for all of them)."""
+    names = list(names or instruction_workloads.WORKLOADS)
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("valgrind is not installed: the instruction guard needs valgrind --tool=callgrind")
+    with tempfile.TemporaryDirectory(prefix="gc-instructions-") as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        instruction_workloads.prepare_logs(data)  # natively: writing them under valgrind would take long
+        out = Path(tmp) / "callgrind.out"
+        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=os.pathsep.join(
+            p for p in (str(common.REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
+               "--dump-after=functools_reduce", f"--callgrind-out-file={out}",
+               sys.executable, "-m", "benchmarks.instruction_workloads", str(data), *names]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=common.REPO_ROOT)
+        if done.returncode != 0:
+            raise RuntimeError(f"the counted run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        parts = sorted(glob.glob(f"{out}.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+        counts = [_total(p) for p in parts]
+    if len(counts) != len(names):
+        raise RuntimeError(f"expected one callgrind dump per workload ({len(names)}), got {len(counts)}")
+    return dict(zip(names, counts, strict=True))
+
+
+def _total(path: str) -> int:
+    with open(path) as f:
+        for line in f:
+            if line.startswith("totals:") or line.startswith("summary:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in callgrind dump {path}")
+
+
+def load_baseline(path: Path = BASELINE) -> dict:
+    """The committed baseline: {"environment": ..., "instructions": {workload: count}}."""
+    return json.loads(path.read_text())
+
+
+def compare(counts: dict[str, int], baseline: dict, tolerance: float = TOLERANCE) -> list[dict]:
+    """Each workload's count beside the baseline's, its relative change, and whether it is within tolerance."""
+    rows = []
+    for name, count in counts.items():
+        base = baseline["instructions"].get(name)
+        change = (count - base) / base if base else float("inf")
+        rows.append({"workload": name, "instructions": count, "baseline": base, "change": change,
+                     "ok": base is not None and abs(change) <= tolerance})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print the comparison, and with --update write the new baseline."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks instructions", description=__doc__)
+    parser.add_argument("--update", action="store_true", help="write the counts as the new baseline")
+    parser.add_argument("workloads", nargs="*", help=f"some of: {', '.join(instruction_workloads.WORKLOADS)}")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    counts = measure(args.workloads or None)
+    baseline = load_baseline() if BASELINE.exists() else {"instructions": {}, "environment": {}}
+    rows = compare(counts, baseline)
+    common.print_table(
+        f"CPU instructions (callgrind), baseline {BASELINE.relative_to(common.REPO_ROOT)}, "
+        f"tolerance {TOLERANCE:.0%} ({time.perf_counter() - started:.0f} s)",
+        ["workload", "instructions", "baseline", "change", ""],
+        [[r["workload"], f"{r['instructions']:,}", f"{r['baseline']:,}" if r["baseline"] else "-",
+          f"{r['change']:+.1%}" if r["baseline"] else "-", "ok" if r["ok"] else "OUT"] for r in rows],
+    )
+    if baseline.get("environment") and baseline["environment"] != environment():
+        print(f"note: the baseline was taken with {baseline['environment']}, this run with {environment()}")
+    if args.update:
+        BASELINE.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"environment": environment(), "tolerance": TOLERANCE,
+               "instructions": {**baseline.get("instructions", {}), **counts}}
+        BASELINE.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {BASELINE}: commit it with a message that says why the counts moved")
+        return 0
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

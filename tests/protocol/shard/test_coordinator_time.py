@@ -1,0 +1,85 @@
+"""Coordinator time: a shard whose runner falls behind expires no member for the heartbeats still queued.
+
+The runner (the partition actor) sets how far behind it runs; the shard's deadlines follow the
+base clock less that lag, never going back. Lateness of the coordinator is not the member's failure.
+"""
+
+from __future__ import annotations
+
+from groupcoord.protocol import (
+    Errors,
+    GroupConfig,
+    GroupCoordinator,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    ManualClock,
+    MemoryLog,
+    SyncGroupRequest,
+)
+from groupcoord.protocol.shard.clock import CoordinatorClock
+
+SESSION_MS = 10_000
+CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=50)
+
+
+def _stable_group(coord: GroupCoordinator, base: ManualClock, members: int) -> list[tuple[str, int]]:
+    joins = [coord.join_group(JoinGroupRequest("g", SESSION_MS, 60_000, protocols=[("range", b"")],
+                                               require_known_member_id=False)) for _ in range(members)]
+    while not joins[-1].done():
+        base.advance(CONFIG.initial_rebalance_delay_ms)
+        coord.tick()
+    answers = [j.result() for j in joins]
+    leader = answers[0].leader
+    for a in answers:
+        assignments = {b.member_id: b"" for b in answers} if a.member_id == leader else {}
+        assert coord.sync_group(SyncGroupRequest("g", a.generation_id, a.member_id,
+                                                 assignments=assignments)).result().error == Errors.NONE
+    return [(a.member_id, a.generation_id) for a in answers]
+
+
+def _shard() -> tuple[GroupCoordinator, ManualClock, CoordinatorClock]:
+    base = ManualClock(1_000_000)
+    clock = CoordinatorClock(base)
+    return GroupCoordinator(CONFIG, clock, MemoryLog()), base, clock
+
+
+def test_a_coordinator_running_behind_expires_no_member_whose_heartbeat_waits_in_its_queue():
+    coord, base, clock = _shard()
+    members = _stable_group(coord, base, 3)
+    # The coordinator falls 15 s behind: a session and a half pass on the machine's clock while the
+    # members' heartbeats (sent in time) wait in its queue.
+    base.advance(15_000)
+    clock.behind_ms = 15_000
+    coord.tick()
+    # The queued heartbeats are served now, late: every member is still in the group.
+    for member_id, generation in members:
+        assert coord.heartbeat(HeartbeatRequest("g", generation, member_id)).result().error == Errors.NONE
+    assert len(coord.groups.get_group("g").members) == 3
+
+
+def test_a_member_that_really_stopped_expires_once_the_coordinator_caught_up():
+    coord, base, clock = _shard()
+    _quiet, (alive, generation) = _stable_group(coord, base, 2)
+    base.advance(15_000)
+    clock.behind_ms = 15_000
+    coord.tick()
+    assert len(coord.groups.get_group("g").members) == 2  # still behind: nobody can be judged yet
+    # The queue drained; only `alive` had a heartbeat in it.
+    clock.behind_ms = 0
+    assert coord.heartbeat(HeartbeatRequest("g", generation, alive)).result().error == Errors.NONE
+    coord.tick()
+    assert set(coord.groups.get_group("g").members) == {alive}
+    assert coord.stats.session_expirations == 1
+
+
+def test_coordinator_time_never_goes_back_and_keeps_the_wall_clock():
+    base = ManualClock(5_000)
+    clock = CoordinatorClock(base)
+    assert clock.monotonic_ms() == 5_000
+    base.advance(1_000)
+    clock.behind_ms = 3_000  # the lag grew faster than time passed: coordinator time stands still
+    assert clock.monotonic_ms() == 5_000
+    base.advance(1_000)
+    clock.behind_ms = 500
+    assert clock.monotonic_ms() == 6_500
+    assert clock.now_ms() == base.now_ms() == 7_000
