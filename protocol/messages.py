@@ -79,6 +79,7 @@ class JoinGroupResponse:
     member_id: str
     members: list[JoinGroupMember] = field(default_factory=list)
     skip_assignment: bool = False
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- SyncGroup -------------------------------------------------------------------------
@@ -105,6 +106,7 @@ class SyncGroupResponse:
     protocol_type: str | None
     protocol_name: str | None
     assignment: bytes
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- Heartbeat -------------------------------------------------------------------------
@@ -125,6 +127,7 @@ class HeartbeatResponse:
     """NONE, or the reason the member must rejoin."""
 
     error: Errors
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- LeaveGroup ------------------------------------------------------------------------
@@ -162,6 +165,7 @@ class LeaveGroupResponse:
 
     error: Errors
     members: list[LeaveMemberResponse] = field(default_factory=list)
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- OffsetCommit / OffsetFetch ---------------------------------------------------------
@@ -195,12 +199,14 @@ class OffsetCommitResponse:
     """An error per partition."""
 
     errors: dict[TopicPartition, Errors]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
     def __reduce__(self) -> tuple:
         errors = self.errors
         if type(errors) is not dict or not all(type(e) is Errors for e in errors.values()):
-            return OffsetCommitResponse, (errors,)
-        return _commit_response_from_wire, ([(tp[0], tp[1], e.value) for tp, e in errors.items()],)
+            return OffsetCommitResponse, (errors, self.throttle_time_ms)
+        items = [(tp[0], tp[1], e.value) for tp, e in errors.items()]
+        return _commit_response_from_wire, (items, self.throttle_time_ms)
 
 
 _ERRORS_BY_CODE = {e.value: e for e in Errors}
@@ -216,9 +222,10 @@ def _commit_request_from_wire(
     return OffsetCommitRequest(group_id, offsets, generation_id, member_id, instance_id, retention)
 
 
-def _commit_response_from_wire(items: list[tuple[str, int, int]]) -> OffsetCommitResponse:
+def _commit_response_from_wire(items: list[tuple[str, int, int]], throttle_time_ms: int = 0) -> OffsetCommitResponse:
     """Rebuild an OffsetCommitResponse pickled by its `__reduce__`."""
-    return OffsetCommitResponse({_new_tuple(TopicPartition, (t, p)): _ERRORS_BY_CODE[e] for t, p, e in items})
+    errors = {_new_tuple(TopicPartition, (t, p)): _ERRORS_BY_CODE[e] for t, p, e in items}
+    return OffsetCommitResponse(errors, throttle_time_ms)
 
 
 @dataclass(frozen=True)
@@ -246,6 +253,7 @@ class OffsetFetchResponse:
 
     error: Errors
     offsets: dict[TopicPartition, OffsetFetchPartition]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- ListGroups / DescribeGroups / DeleteGroups / OffsetDelete --------------------------
@@ -275,6 +283,7 @@ class ListGroupsResponse:
 
     error: Errors
     groups: list[ListedGroup]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 @dataclass(frozen=True)
@@ -313,6 +322,7 @@ class DescribeGroupsResponse:
     """One description per requested group, in request order."""
 
     groups: list[DescribedGroup]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 @dataclass(frozen=True)
@@ -327,6 +337,7 @@ class DeleteGroupsResponse:
     """An error per group id."""
 
     results: dict[str, Errors]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 @dataclass(frozen=True)
@@ -343,6 +354,7 @@ class OffsetDeleteResponse:
 
     error: Errors
     errors: dict[TopicPartition, Errors]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- the consumer group protocol (KIP-848) ------------------------------------------------

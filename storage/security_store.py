@@ -53,6 +53,14 @@ class SecurityStore:
         log.info("principal %s created", principal)
         return principal, secret
 
+    def add_hashed_principal(self, principal: str, secret_hash: SecretHash) -> None:
+        """Add a principal whose secret's hash was made elsewhere (the operator's first, hashed by start())."""
+        principal = principal_of(principal)
+        if principal in self.snapshot.principals:
+            raise FileExistsError(f"principal {principal!r} already exists")
+        self._save(principals={**self.snapshot.principals, principal: secret_hash})
+        log.info("principal %s created", principal)
+
     def delete_principal(self, name: str) -> None:
         """Remove a principal (its credentials stop working); KeyError if there is none."""
         principal = principal_of(name)

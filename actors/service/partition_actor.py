@@ -16,10 +16,13 @@ from groupcoord.protocol import Deferred, Errors, partition_for
 from groupcoord.protocol.config import GroupConfig
 from groupcoord.protocol.messages import ListGroupsRequest
 from groupcoord.protocol.responses import APIS, error_response
+from groupcoord.protocol.security.snapshot import SecurityConfig
 
+from .authorizer import RequestGuard
 from .logs import configure_service_logging
 from .names import ROUTER_NAME
 from .partition_runtime import PartitionRuntime
+from .security_feed import CHECK_INTERVAL_S, SecurityFeed
 from .spec import Observability, ServiceSpec
 from .telemetry import PartitionTelemetry
 
@@ -57,6 +60,7 @@ class PartitionActor:
         config: GroupConfig | None = None,
         namespace: str | None = None,
         observability: Observability | None = None,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
@@ -75,6 +79,15 @@ class PartitionActor:
         self._topics: dict[str, int] = {}  # topic -> partition count, for the consumer groups' assignors
         self._topics_for: Any = None  # the shard that has them
         self._topics_asked = 0.0
+        self._guard_requests(security, self.runtime.supervisor)
+
+    def _guard_requests(self, security: SecurityConfig | None, supervisor: Any) -> None:
+        """Check every request's credentials and ACLs from now on if the service authorizes."""
+        self.guard = RequestGuard(security, str(self.partition), self.telemetry.metrics)
+        self.security_feed = SecurityFeed(self.guard, self._namespace)
+        if self.guard.enabled:
+            self._first_feed = asyncio.get_running_loop().create_task(self.security_feed.turn())
+            supervisor.start("security", self.security_feed.turn, CHECK_INTERVAL_S)
 
     # --- the request path --------------------------------------------------------------------
 
@@ -90,21 +103,30 @@ class PartitionActor:
             return error_response(api, req, Errors.COORDINATOR_LOAD_IN_PROGRESS)
         return getattr(coord, api)(req)
 
-    async def _call(self, api: str, req: Any) -> Any:
+    async def _call(self, api: str, req: Any, credentials: Any = None) -> Any:
+        if self.guard.enabled:
+            return await self.guard.call(api, req, credentials, self._handle)
+        return await self._handle(api, req)
+
+    async def _handle(self, api: str, req: Any) -> Any:
         started = time.perf_counter()
         result = self._start(api, req)
         response = await self.runtime.wait(result) if isinstance(result, Deferred) else result
         self.telemetry.request(api, req, response, time.perf_counter() - started)
         return response
 
-    async def list_groups(self, req: ListGroupsRequest | None = None) -> Any:
+    async def list_groups(self, req: ListGroupsRequest | None = None, credentials: Any = None) -> Any:
         """Kafka's ListGroups over this partition's groups (every group when `req` is None)."""
-        return await self._call("list_groups", req if req is not None else ListGroupsRequest())
+        return await self._call("list_groups", req if req is not None else ListGroupsRequest(), credentials)
 
-    async def consumer_group_heartbeat(self, req: Any) -> Any:
+    async def consumer_group_heartbeat(self, req: Any, credentials: Any = None) -> Any:
         """The shard's ConsumerGroupHeartbeat, once the shard knows the topics the request subscribes to."""
         await self._ensure_topics([req])
-        return await self._call("consumer_group_heartbeat", req)
+        return await self._call("consumer_group_heartbeat", req, credentials)
+
+    async def update_security(self) -> None:
+        """The router's word that its security state changed: read it from the router now."""
+        await self.security_feed.turn()
 
     async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
         """Topic partition counts from the router (pushed when topics are created or grow)."""
@@ -126,7 +148,7 @@ class PartitionActor:
             import ray
 
             router = ray.get_actor(ROUTER_NAME, namespace=self._namespace)
-            described = await router.describe_topics.remote()
+            described = await router.topic_metadata.remote()
         except Exception as e:  # no router (an in-process actor) or it is restarting: use what we have
             log.warning("partition %d could not read the topics from the router: %r", self.partition, e)
             self._topics_for = coord
@@ -136,14 +158,20 @@ class PartitionActor:
         self._topics_for = coord
         coord.update_topic_metadata(self._topics)
 
-    async def batch(self, calls: list[tuple[str, Any]]) -> list[Any]:
+    async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> list[Any]:
         """Many requests in one actor call (say, the heartbeats of every member a process hosts).
 
         The (api, request) pairs are handled in order, as if sent one after another; the answer is
         their responses in the same order, once all are complete (a parked JoinGroup holds it).
         """
-        if not all(type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
+        if not isinstance(calls, list) or not all(
+                type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
             raise ValueError(f"a batch holds (api, request) pairs with api one of {sorted(_BATCH_APIS)}")
+        if self.guard.enabled:
+            return await self.guard.batch(calls, credentials, self._batch)
+        return await self._batch(calls)
+
+    async def _batch(self, calls: list[tuple[str, Any]]) -> list[Any]:
         arrived = time.perf_counter()
         heartbeats = [req for api, req in calls if api == "consumer_group_heartbeat"]
         if heartbeats:
@@ -172,8 +200,8 @@ class PartitionActor:
     # --- operations ------------------------------------------------------------------------------
 
     async def is_loaded(self) -> bool:
-        """Whether the log has been replayed and requests are served."""
-        return self.runtime.coord is not None
+        """Whether the log has been replayed and requests are served (with authorization: and the ACLs are known)."""
+        return self.runtime.coord is not None and self.guard.ready
 
     async def status(self) -> dict:
         """Facts for `groupcoord status`: node, load time, groups by state, members, commit rate, log, compaction."""
@@ -203,6 +231,8 @@ class PartitionActor:
             "last_compaction": self.telemetry.last_compaction(),
             "loop_failures": rt.loop_failures(),
             "uptime_s": time.time() - self._started,
+            "security_version": self.guard.version,
+            "auth_failures": self.guard.failure_counts(),
         }
 
     async def _topic_end_offsets(self) -> dict:
@@ -210,18 +240,22 @@ class PartitionActor:
         import ray
 
         router = ray.get_actor(ROUTER_NAME, namespace=self.runtime.spec.namespace)
-        return await router.describe_topics.remote()
+        return await router.topic_metadata.remote()
 
-    async def set_metrics(self, on: bool) -> bool:
+    async def set_metrics(self, on: bool, credentials: Any = None) -> bool:
         """Turn this partition's Ray metrics off or back on at runtime; returns whether they are on now.
 
         They can only come back on where the service was started with metrics; counters resume
         from the shard's totals, so nothing counted meanwhile is lost.
         """
+        if not self.guard.cluster_allowed(credentials, "set_metrics", "ALTER"):
+            return self.telemetry.recording
         return self.telemetry.set_recording(on)
 
-    async def crash(self) -> None:
-        """End this process at once, as a crash would (for fault tests and the demo)."""
+    async def crash(self, credentials: Any = None) -> None:
+        """End this process at once, as a crash would (for fault tests and the demo; ALTER on the cluster)."""
+        if not self.guard.cluster_allowed(credentials, "crash", "ALTER"):
+            return
         os._exit(1)
 
     async def close(self) -> None:
@@ -230,8 +264,8 @@ class PartitionActor:
 
 
 def _remote_api(api: str) -> Any:
-    async def handle(self: PartitionActor, req: Any) -> Any:
-        return await self._call(api, req)
+    async def handle(self: PartitionActor, req: Any, credentials: Any = None) -> Any:
+        return await self._call(api, req, credentials)
 
     handle.__name__ = handle.__qualname__ = api
     handle.__doc__ = f"The shard's `{api}`: the response once its records (and every earlier write) are durable."

@@ -122,6 +122,7 @@ class ReplicaActor(PartitionActor):
         self._router: Any = None
         self.supervisor = LoopSupervisor(partition, self._watch_failed)
         self.supervisor.start("leader watch", self._watch_turn, LEADER_TIMEOUT_S / 10)
+        self._guard_requests(spec.security, self.supervisor)
 
     # --- the local log and the standby shard ---------------------------------------------------------
 
@@ -176,7 +177,7 @@ class ReplicaActor(PartitionActor):
 
     async def is_loaded(self) -> bool:
         """Whether this replica leads and serves requests."""
-        return self.runtime is not None and self.runtime.coord is not None
+        return self.runtime is not None and self.runtime.coord is not None and self.guard.ready
 
     async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
         """Topic partition counts from the router; a follower keeps them for when it leads."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.security.snapshot import SecurityConfig
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,4 @@ class ServiceSpec:
     observability: Observability = field(default_factory=Observability)
     replication_factor: int = 1  # replicas per partition, on distinct nodes (1: one PartitionActor)
     min_insync_replicas: int = 1  # replicas (leader included) that hold a write durably before it is acknowledged
+    security: SecurityConfig = field(default_factory=SecurityConfig)  # authorization off unless asked for

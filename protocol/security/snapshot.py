@@ -16,6 +16,9 @@ class SecurityConfig:
     authorization: bool = False
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
+    # The operator's first principal, created at start if absent: its name and its secret's hash (never the secret).
+    admin_principal: str | None = None
+    admin_hash: SecretHash | None = None
 
 
 @dataclass(frozen=True)
