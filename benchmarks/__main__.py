@@ -31,6 +31,7 @@ OTHERS = {
     "spark": "benchmarks.bench_spark",
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
+    "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
     "security": "benchmarks.bench_security",  # commits/s with authorization on vs off
 }
 

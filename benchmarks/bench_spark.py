@@ -146,7 +146,7 @@ def _pandas_child(argv: list[str]) -> int:
 def bench_decode(workdir: Path, records: int) -> dict:
     """Columnar decoding of a log (read in bulk + compiled pass into Arrow) against record-by-record decoding."""
     from groupcoord.spark.columnar import decode_block
-    from groupcoord.spark.decode import records_to_tables
+    from groupcoord.spark.rows import records_to_tables
     from groupcoord.storage import read_partition
     from groupcoord.storage.columnar import read_entries
 

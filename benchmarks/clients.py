@@ -12,7 +12,12 @@ import time
 from typing import Any, NamedTuple, Sequence
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
+from groupcoord.protocol.assignors.consumer_protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from groupcoord.protocol.messages import (
     JoinGroupRequest,
     OffsetCommitRequest,

@@ -118,9 +118,15 @@ def fmt_ratio(x: float) -> str:
 # --- output ------------------------------------------------------------------------------------
 
 
+# What the running benchmark's report printed (tables and verdicts), kept in its results JSON so that
+# docs/benchmarks.md is generated from the JSON (`python -m benchmarks docs`), never edited by hand.
+REPORT: list[dict] = []
+
+
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print a plain aligned table (first column left-aligned, the others right-aligned)."""
     cells = [[str(c) for c in r] for r in rows]
+    REPORT.append({"table": title, "headers": [str(h) for h in headers], "rows": cells})
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
 
     def line(values: Sequence[str]) -> str:
@@ -141,6 +147,7 @@ def verdict(met: bool) -> str:
 
 def print_target(goal: str, measured: str, met: bool) -> None:
     """Print a report's verdict on one target: `target: GOAL: MEASURED (met)`, or `(MISSED)`."""
+    REPORT.append({"target": goal, "measured": measured, "met": bool(met)})
     print(f"target: {goal}: {measured} ({verdict(met)})")
 
 
@@ -170,7 +177,8 @@ def write_results(name: str, args: argparse.Namespace, results: dict, seconds: f
     path = RESULTS_DIR / f"{name}.json"
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}
     doc = {"benchmark": name, "machine": results.get("machine") or machine(), "options": options,
-           "seconds": seconds, "results": results}
+           "seconds": seconds, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "report": list(REPORT), "results": results}
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return path
 
@@ -484,6 +492,7 @@ def run_benchmark(name: str, module: Any, argv: list[str] | None) -> dict:
     results["machine"] = results.get("machine") or machine()
     print(f"\n== {name} ==  ({seconds:.0f} s)")
     print(machine_line(results["machine"]))
+    REPORT.clear()
     module.report(results)
     path = write_results(name, args, results, seconds)
     print(f"\nwrote {path}")

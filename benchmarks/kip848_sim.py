@@ -32,8 +32,9 @@ from groupcoord.protocol import (
     TopicPartition,
 )
 from groupcoord.protocol.assignors import assign_metadata
-from groupcoord.protocol.consumer_group import ConsumerGroupMember
-from groupcoord.protocol.consumer_group_store import (
+from groupcoord.protocol.assignors.consumer_protocol import Subscription, decode_assignment, encode_subscription
+from groupcoord.protocol.consumer.group import ConsumerGroupMember
+from groupcoord.protocol.consumer.store import (
     current_assignment_record,
     epoch_record,
     subscription_metadata_record,
@@ -41,7 +42,6 @@ from groupcoord.protocol.consumer_group_store import (
     target_epoch_record,
     target_member_record,
 )
-from groupcoord.protocol.consumer_protocol import Subscription, decode_assignment, encode_subscription
 
 GROUP, TOPIC = "bench", "t"
 SESSION_MS, REBALANCE_MS = 45_000, 300_000

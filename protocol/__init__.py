@@ -3,17 +3,16 @@
 Everything API.md names is importable from here.
 """
 
-from .clock import Clock, ManualClock, SystemClock
 from .config import GroupConfig
-from .coordinator import GroupCoordinator
-from .deferred import Deferred
 from .errors import Errors
-from .group import GroupState
-from .log import MemoryLog, RecordBatchTooLarge, RecordLog
 from .messages import *  # noqa: F403  (every request and response; messages.__all__ lists them)
 from .messages import __all__ as _messages_all
 from .partitioner import partition_for
-from .values import OffsetAndMetadata, TopicPartition
+from .shard.clock import Clock, ManualClock, SystemClock
+from .shard.coordinator import GroupCoordinator
+from .shard.deferred import Deferred
+from .shard.log import MemoryLog, RecordBatchTooLarge, RecordLog
+from .values import GroupState, OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "Clock",

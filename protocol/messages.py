@@ -359,7 +359,7 @@ class OffsetDeleteResponse:
 
 # --- the consumer group protocol (KIP-848) ------------------------------------------------
 
-from .consumer_messages import *  # noqa: E402, F403  (re-exported: every request and response lives here)
-from .consumer_messages import __all__ as _consumer_all  # noqa: E402
+from .consumer.messages import *  # noqa: E402, F403  (re-exported: every request and response lives here)
+from .consumer.messages import __all__ as _consumer_all  # noqa: E402
 
 __all__ += _consumer_all

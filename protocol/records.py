@@ -2,7 +2,7 @@
 
 A record is a key and a value; a value of None is a tombstone. Keys carry Kafka's key versions
 as their type tag (1: offset commit, 2: group metadata, 3-8: the consumer group records of
-consumer_records). A record is encoded as one msgpack
+consumer/records.py). A record is encoded as one msgpack
 array `[key_type, *key_fields, value]`, where value is nil or `[value_version, *value_fields]`,
 so a batch is just records packed back to back and a streaming unpacker decodes it.
 """
@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, NamedTuple, Union
 
 import msgpack
 
-from .consumer_records import CONSUMER_KEY_TYPES, consumer_record_from_obj, consumer_record_obj
+from .consumer.records import CONSUMER_KEY_TYPES, consumer_record_from_obj, consumer_record_obj
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = Union[OffsetCommitKey, GroupMetadataKey, tuple]  # tuple: a consumer group key (consumer_records)
+RecordKey = Union[OffsetCommitKey, GroupMetadataKey, tuple]  # tuple: a consumer group key (consumer/records.py)
 RecordValue = Union[OffsetCommitValue, GroupMetadataValue, tuple, None]
 
 

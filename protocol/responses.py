@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .consumer_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedConsumerGroup
+from .classic.group import ClassicGroup, Member
+from .consumer.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedConsumerGroup
 from .errors import Errors
-from .group import ClassicGroup, Member
 from .messages import (
     DeleteGroupsResponse,
     DescribedGroup,

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from .consumer.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .errors import Errors
 from .messages import (
     DeleteGroupsRequest,

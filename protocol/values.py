@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 
@@ -18,6 +19,16 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
     leader_epoch: int = -1
+
+
+class GroupState(enum.StrEnum):
+    """A classic group's state; values are Kafka's state names."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
 
 
 NO_GENERATION = -1

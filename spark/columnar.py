@@ -21,7 +21,7 @@ from numba import njit
 from groupcoord.protocol.records import GroupMetadataKey, records_from_objs
 from groupcoord.storage.columnar import EntryBlock
 
-from .decode import add_group_row
+from .rows import add_group_row, records_to_tables
 from .schema import COMMITS_SCHEMA, GROUPS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -293,8 +293,6 @@ def _group_rows(payload: bytes, spans: np.ndarray, offsets: np.ndarray, times: n
 
 
 def _decode_slowly(block: EntryBlock, log_partition: int) -> tuple[pa.Table, pa.Table]:
-    from .decode import records_to_tables
-
     def records():
         start = 0
         unpacker = msgpack.Unpacker(raw=False)

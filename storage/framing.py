@@ -35,8 +35,8 @@ from typing import BinaryIO, Iterator
 
 import msgpack
 
-from groupcoord.protocol.log import RecordBatchTooLarge
 from groupcoord.protocol.records import Record, RecordFormatError, records_from_objs
+from groupcoord.protocol.shard.log import RecordBatchTooLarge
 
 from .errors import CorruptLogError
 

@@ -1,6 +1,6 @@
 """PartitionLog: the durable, segmented, compacted log of one offsets partition.
 
-It implements the shard's RecordLog (groupcoord.protocol.log). `append` only encodes a batch and
+It implements the shard's RecordLog (groupcoord.protocol.shard.log). `append` only encodes a batch and
 stages it in memory; `flush`, run in a worker thread, writes everything staged in one write and
 fsyncs according to the sync policy (group commit: whatever is appended during one fsync goes
 out with the next). One lock guards the staged list and the offsets; it is never held while

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 import ray
 
 from groupcoord.protocol import Errors, TopicPartition
-from groupcoord.protocol.consumer_messages import (
+from groupcoord.protocol.consumer.messages import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupHeartbeatRequest,

@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from groupcoord.protocol.assignors import assign_metadata
-from groupcoord.protocol.consumer_protocol import decode_subscription
+from groupcoord.protocol.assignors.consumer_protocol import decode_subscription
 
 log = logging.getLogger(__name__)
 

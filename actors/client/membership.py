@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from groupcoord.protocol import Errors, TopicPartition
 from groupcoord.protocol.assignors import Assignor, RebalanceProtocol, get_assignor
-from groupcoord.protocol.consumer_protocol import (
+from groupcoord.protocol.assignors.consumer_protocol import (
     Subscription,
     decode_assignment,
     encode_subscription,

@@ -1,6 +1,6 @@
 """Placement of a replicated service's replicas and the election of each partition's leader (the router runs it).
 
-The scheme is a majority quorum with the router as the single elector (see README, "Replication"):
+The scheme is a majority quorum with the router as the single elector (see docs/replication.md):
 an election for epoch E asks every replica to promise E durably; a replica promises only an epoch
 above any it promised before, and refuses records from older leaders from then on. With promises
 from a majority, the router picks the most up-to-date log among them (last leader epoch, then end

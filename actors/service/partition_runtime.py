@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable
 
 from groupcoord.protocol import Deferred, SystemClock
-from groupcoord.protocol.coordinator import GroupCoordinator
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.errors import CompactionError, LogClosedError
 

@@ -30,8 +30,8 @@ import ray
 
 from groupcoord.protocol import Errors, SystemClock
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.responses import error_response
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.epoch_checkpoint import EpochState, LeaderEpochCheckpoint
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from groupcoord.protocol import Errors
 from groupcoord.protocol.responses import response_error
-from groupcoord.protocol.stats import consumer_lag
+from groupcoord.protocol.shard.stats import consumer_lag
 
 from .metrics import RayMetrics
 from .spec import Observability
@@ -245,7 +245,7 @@ class PartitionTelemetry:
         series: set[tuple[str, str, int]] = set()
         max_lag: dict[str, int] = {}
         sum_lag: dict[str, int] = {}
-        for item in consumer_lag(coord, ends):
+        for item in consumer_lag(coord.offsets.items(), ends):
             lag = item.lag
             max_lag[item.group] = max(lag, max_lag.get(item.group, 0))
             sum_lag[item.group] = sum_lag.get(item.group, 0) + lag

@@ -21,7 +21,7 @@ def _admin(ctx: click.Context) -> AdminClient:
 
 
 def _member_partitions(member) -> list[TopicPartition]:
-    from groupcoord.protocol.consumer_protocol import decode_assignment
+    from groupcoord.protocol.assignors.consumer_protocol import decode_assignment
 
     if not member.member_assignment:
         return []

@@ -11,8 +11,8 @@ import enum
 from collections import defaultdict
 from typing import ClassVar, Iterable, Mapping, NamedTuple, Sequence
 
-from ..consumer_protocol import Subscription as ConsumerSubscription
 from ..values import TopicPartition
+from .consumer_protocol import Subscription as ConsumerSubscription
 
 __all__ = [
     "DEFAULT_GENERATION",

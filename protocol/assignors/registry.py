@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from ..consumer_protocol import (
+from ..values import TopicPartition
+from .base import Assignor, MemberSubscription, coerce_subscription
+from .consumer_protocol import (
     ASSIGNMENT_HIGHEST_VERSION,
     ConsumerProtocolError,
     decode_subscription,
     encode_assignment,
 )
-from ..consumer_protocol import Assignment as ConsumerAssignment
-from ..values import TopicPartition
-from .base import Assignor, MemberSubscription, coerce_subscription
+from .consumer_protocol import Assignment as ConsumerAssignment
 from .cooperative_sticky import CooperativeStickyAssignor
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor

@@ -12,8 +12,8 @@ from groupcoord.actors.service.spec import Observability
 from groupcoord.actors.service.supervisor import LoopSupervisor
 from groupcoord.actors.service.telemetry import PartitionTelemetry
 from groupcoord.protocol import GroupConfig, ManualClock, OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.messages import OffsetCommitRequest
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import PartitionLog
 from groupcoord.storage.errors import CompactionError
 

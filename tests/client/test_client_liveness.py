@@ -108,7 +108,8 @@ class _FlakyConsumerMembership:
         self.second.set()
 
 
-def test_the_consumer_protocol_heartbeat_thread_survives_a_failed_round():
+def test_the_consumer_protocol_heartbeat_thread_survives_a_failed_round(ray_local):
+    # With Ray: a heartbeat thread stops by design once Ray is gone (run alone, the test would see that).
     membership, stop = _FlakyConsumerMembership(), threading.Event()
     thread = threading.Thread(target=run_heartbeats, args=(membership, stop, lambda: True), daemon=True)
     thread.start()

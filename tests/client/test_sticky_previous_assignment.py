@@ -12,7 +12,7 @@ from groupcoord.protocol.assignors import (
     decode_sticky_user_data,
     encode_sticky_user_data,
 )
-from groupcoord.protocol.consumer_protocol import decode_subscription
+from groupcoord.protocol.assignors.consumer_protocol import decode_subscription
 
 T = [TopicPartition("t", p) for p in range(4)]
 

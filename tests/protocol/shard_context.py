@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from groupcoord.protocol.clock import ManualClock
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.coordinator import GroupCoordinator
-from groupcoord.protocol.deferred import Deferred
 from groupcoord.protocol.errors import Errors
-from groupcoord.protocol.log import MemoryLog
 from groupcoord.protocol.messages import (
     DescribedGroup,
     DescribeGroupsRequest,
@@ -27,6 +23,10 @@ from groupcoord.protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from groupcoord.protocol.shard.clock import ManualClock
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
+from groupcoord.protocol.shard.deferred import Deferred
+from groupcoord.protocol.shard.log import MemoryLog
 
 GROUP = "group"
 SESSION_MS = 10_000

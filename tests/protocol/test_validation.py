@@ -7,12 +7,9 @@ import dataclasses
 import pytest
 
 from groupcoord.protocol import validation
-from groupcoord.protocol.clock import ManualClock
+from groupcoord.protocol.assignors.consumer_protocol import Subscription, encode_subscription
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.consumer_protocol import Subscription, encode_subscription
-from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.errors import Errors
-from groupcoord.protocol.log import MemoryLog
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -26,6 +23,9 @@ from groupcoord.protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from groupcoord.protocol.shard.clock import ManualClock
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
+from groupcoord.protocol.shard.log import MemoryLog
 from groupcoord.protocol.values import OffsetAndMetadata, TopicPartition
 
 TP = TopicPartition("t", 0)

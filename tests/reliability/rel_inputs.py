@@ -42,7 +42,12 @@ from groupcoord.protocol import (
     SyncGroupResponse,
     TopicPartition,
 )
-from groupcoord.protocol.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
+from groupcoord.protocol.assignors.consumer_protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
 
 HUGE_STR = "g" * (1 << 20)
 HUGE_BYTES = b"\xfe" * (1 << 20)

@@ -28,7 +28,7 @@ from groupcoord.protocol import (
     SyncGroupRequest,
     TopicPartition,
 )
-from groupcoord.protocol.log import RecordBatchTooLarge
+from groupcoord.protocol.shard.log import RecordBatchTooLarge
 
 CONFIG = GroupConfig(
     min_session_timeout_ms=10,

@@ -27,7 +27,12 @@ from groupcoord.protocol import (
     SyncGroupRequest,
     TopicPartition,
 )
-from groupcoord.protocol.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
+from groupcoord.protocol.assignors.consumer_protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
 
 TOPIC = "sim"
 

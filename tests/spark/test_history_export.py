@@ -11,11 +11,11 @@ import spark_history as h
 
 from groupcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from groupcoord.spark.columnar import decode_block
-from groupcoord.spark.decode import records_to_tables
 from groupcoord.spark.history import export_history, latest_checkpoint
 from groupcoord.spark.history_read import history_tables
 from groupcoord.spark.history_store import HistoryStore
 from groupcoord.spark.loader import load_local
+from groupcoord.spark.rows import records_to_tables
 from groupcoord.storage import PartitionLog, StorageRoot, read_partition
 from groupcoord.storage.columnar import EXPORT_FLOOR_FILE, LogPosition, read_entries, read_export_floor
 from groupcoord.storage.writer import read_epoch

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from groupcoord.protocol import ManualClock, MemoryLog, TopicPartition
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.coordinator import GroupCoordinator
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -17,6 +16,7 @@ from groupcoord.protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.protocol.values import OffsetAndMetadata
 from groupcoord.storage import PartitionLog
 

@@ -15,7 +15,6 @@ from storage_helpers import (
     random_batches,
 )
 
-from groupcoord.protocol.log import RecordLog
 from groupcoord.protocol.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -23,6 +22,7 @@ from groupcoord.protocol.records import (
     OffsetCommitValue,
     Record,
 )
+from groupcoord.protocol.shard.log import RecordLog
 from groupcoord.storage import LogRecord, PartitionLog
 from groupcoord.storage.framing import HEADER, HEADER_SIZE, MAGIC
 from groupcoord.storage.segment import parse_segment_file_name, segment_file_name

@@ -1,0 +1,65 @@
+"""ListGroups and DescribeGroups: read-only views of the shard's classic groups."""
+
+from __future__ import annotations
+
+from ..errors import Errors
+from ..messages import (
+    DescribedGroup,
+    DescribedMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from ..shard.deferred import Deferred
+from .store import DEAD, STABLE, GroupStore
+
+
+class GroupListingHandler(GroupStore):
+    """GroupMetadataManager's ListGroups and DescribeGroups."""
+
+    def list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
+        """List this shard's groups, filtered by state and type (case-insensitive, as Java)."""
+        states = {s.strip().lower() for s in req.states_filter}
+        types = {t.strip().lower() for t in req.types_filter}
+        return self.rt.respond(ListGroupsResponse(Errors.NONE, self.listed(states, types)))
+
+    def listed(self, states: set[str], types: set[str]) -> list[ListedGroup]:
+        """ListGroups entries of the classic groups, filtered by lower-cased state and type names."""
+        return [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic")
+            for g in self.groups.values()
+            if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
+        ]
+
+    def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
+        """Describe groups in request order; an unknown group is NONE with state "Dead"."""
+        return self.rt.respond(DescribeGroupsResponse([self.describe(gid) for gid in req.group_ids]))
+
+    def describe(self, group_id: str) -> DescribedGroup:
+        """One group's description (Stable: with member metadata; otherwise assignments only)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return DescribedGroup(Errors.NONE, group_id, DEAD.value, "", "", [])
+        stable = group.in_state(STABLE)
+        protocol = group.protocol_name or ""
+        members = [
+            DescribedMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable else b"",
+                m.assignment,
+            )
+            for m in group.members.values()
+        ]
+        return DescribedGroup(
+            Errors.NONE,
+            group_id,
+            group.state.value,
+            group.protocol_type or "",
+            protocol if stable else "",
+            members,
+        )

@@ -1,0 +1,257 @@
+"""The rebalance of a classic group: preparing it, completing its join phase, and the member timers.
+
+Follows the Java group coordinator (GroupMetadataManager's classic-group paths): a rebalance moves a
+group from Stable or Empty to PreparingRebalance, waits for its members to rejoin (KIP-134's initial
+delay for a new group), starts the next generation and then waits for the members to sync. The
+session timers that remove silent members, and the pending-sync timer that removes members that
+never fetch their assignment, live here too, since each expiry may start or complete a rebalance.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import Errors
+from ..messages import SyncGroupResponse
+from ..responses import join_error, join_response, sync_error
+from .group import ClassicGroup, Member
+from .store import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupStore
+
+log = logging.getLogger(__name__)
+
+
+def _heartbeat_key(group_id: str, member_id: str) -> tuple:
+    return ("heartbeat", group_id, member_id)
+
+
+def _join_key(group_id: str) -> tuple:
+    return ("join", group_id)
+
+
+def _sync_key(group_id: str) -> tuple:
+    return ("sync", group_id)
+
+
+class GroupRebalancer(GroupStore):
+    """The rebalance state machine of the shard's classic groups and the timers that drive it."""
+
+    def refresh_session(self, group: ClassicGroup, member_id: str) -> None:
+        """Restart a member's session timer, as a heartbeat does."""
+        member = group.members.get(member_id)
+        if member is not None:
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    def mark_dead(self, group: ClassicGroup) -> None:
+        """Move a group to Dead and drop its timers, before its tombstone is appended."""
+        group.transition_to(DEAD, self.rt.now())
+        self._cancel_group_timers(group)
+
+    def on_loaded(self) -> None:
+        """After replaying a log: every member must heartbeat within its session; oversize groups rebalance."""
+        for group in list(self.groups.values()):
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            if len(group.members) > self.config.max_size:
+                self._prepare_rebalance(group, "loaded group exceeds group.max.size")
+
+    # --- rebalance machinery ---------------------------------------------------------------
+
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+        else:
+            self._maybe_complete_join_phase(group)
+
+    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+        """Complete the join phase early once everyone has joined (never during the initial delay)."""
+        if group.in_state(PREPARING) and group.previous_state != EMPTY and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.in_state(COMPLETING):
+            self._reset_and_propagate_assignment(group, Errors.REBALANCE_IN_PROGRESS)
+        group.pending_sync_members.clear()
+        self.rt.timers.cancel(_sync_key(group.group_id))
+        initial = group.in_state(EMPTY)
+        group.transition_to(PREPARING, self.rt.now())
+        self.rt.stats.rebalances += 1
+        if group.rebalance_started_ms is None:
+            group.rebalance_started_ms = self.rt.now()  # a restarted rebalance keeps its first start
+        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation_id, reason,
+                 extra={"group": group.group_id})
+        group_id = group.group_id
+        if initial:
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._schedule_initial_join(group_id, delay, remaining)
+        elif group.has_all_members_joined():
+            self._complete_join(group)
+        else:
+            self.rt.timers.schedule(
+                _join_key(group_id),
+                self.rt.monotonic() + group.rebalance_timeout_ms(),
+                lambda: self._complete_join_by_id(group_id),
+            )
+
+    def _schedule_initial_join(self, group_id: str, delay: int, remaining: int) -> None:
+        self.rt.timers.schedule(
+            _join_key(group_id),
+            self.rt.monotonic() + delay,
+            lambda: self._initial_join_expired(group_id, delay, remaining),
+        )
+
+    def _initial_join_expired(self, group_id: str, delay: int, remaining: int) -> None:
+        """KIP-134: wait while new members keep arriving, but never past the rebalance timeout."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        if group.new_member_added and remaining != 0:
+            group.new_member_added = False
+            new_delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            self._schedule_initial_join(group_id, new_delay, max(remaining - delay, 0))
+        else:
+            self._complete_join(group)
+
+    def _complete_join_by_id(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        """End the join phase: drop dynamic members that did not rejoin and start the next generation."""
+        group_id = group.group_id
+        self.rt.timers.cancel(_join_key(group_id))
+        for m in group.not_yet_rejoined():
+            if not m.is_static:
+                self._drop_member(group, m, answer=Errors.UNKNOWN_MEMBER_ID)
+        if group.in_state(DEAD) or group.state != PREPARING:
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that have not rejoined remain: wait another rebalance timeout.
+            log.warning("group %s could not complete its rebalance: no member rejoined", group_id,
+                        extra={"group": group_id})
+            self.rt.timers.schedule(
+                _join_key(group_id),
+                self.rt.monotonic() + group.rebalance_timeout_ms(),
+                lambda: self._complete_join_by_id(group_id),
+            )
+            return
+        group.init_next_generation(self.rt.now())
+        if group.in_state(EMPTY):
+            group.rebalance_started_ms = None
+            log.info("group %s with generation %d is now empty", group_id, group.generation_id,
+                     extra={"group": group_id})
+            self.rt.append([self.group_record(group)])
+            return
+        log.info(
+            "stabilized group %s generation %d with %d members",
+            group_id,
+            group.generation_id,
+            len(group.members),
+            extra={"group": group_id},
+        )
+        for member in group.members.values():
+            join = group.take_join(member)
+            if join is not None:
+                self.rt.complete(join, join_response(group, member))
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        generation = group.generation_id
+        self.rt.timers.schedule(
+            _sync_key(group_id),
+            self.rt.monotonic() + group.rebalance_timeout_ms(),
+            lambda: self._expire_pending_sync(group_id, generation),
+        )
+
+    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.generation_id != generation:
+            return
+        if group.in_state(COMPLETING, STABLE) and group.pending_sync_members:
+            late = list(group.pending_sync_members)
+            for member_id in late:
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._drop_member(group, member, answer=Errors.UNKNOWN_MEMBER_ID)
+            log.info("group %s removed members that did not sync in time: %s", group_id, late,
+                     extra={"group": group_id})
+            self._prepare_rebalance(group, "pending sync expired")
+
+    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: Errors) -> None:
+        for m in group.members.values():
+            m.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: ClassicGroup, error: Errors) -> None:
+        """Answer every parked SyncGroup; members that got an assignment restart their session."""
+        for member in group.members.values():
+            sync = group.take_sync(member)
+            if sync is None:
+                continue
+            if error == Errors.NONE:
+                response = SyncGroupResponse(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment)
+            else:
+                response = SyncGroupResponse(error, None, None, member.assignment)
+            self.rt.complete(sync, response)
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    def _drop_member(self, group: ClassicGroup, member: Member, answer: Errors) -> None:
+        """Remove a member, answering its parked requests and cancelling its session timer."""
+        join = group.take_join(member)
+        if join is not None:
+            self.rt.complete(join, join_error(answer))
+        sync = group.take_sync(member)
+        if sync is not None:
+            self.rt.complete(sync, sync_error(answer))
+        group.remove(member.member_id)
+        self._cancel_session(group.group_id, member.member_id)
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: Member, reason: str) -> None:
+        self._drop_member(group, member, answer=Errors.UNKNOWN_MEMBER_ID)
+        if group.in_state(STABLE, COMPLETING):
+            self._maybe_prepare_rebalance_or_complete_join(group, reason)
+        elif group.in_state(PREPARING) and group.has_all_members_joined():
+            self._complete_join(group)
+
+    # --- session timers --------------------------------------------------------------------
+
+    def _schedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
+        self._schedule_session(group.group_id, member.member_id, timeout_ms)
+
+    def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+        """(Re)arm the session timer of a member, or of a pending member id, to expire in `timeout_ms`."""
+        self.rt.timers.schedule(
+            _heartbeat_key(group_id, member_id),
+            self.rt.monotonic() + timeout_ms,
+            lambda: self._expire_heartbeat(group_id, member_id),
+        )
+
+    def _cancel_session(self, group_id: str, member_id: str) -> None:
+        self.rt.timers.cancel(_heartbeat_key(group_id, member_id))
+
+    def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.in_state(DEAD):
+            return
+        if group.is_pending_member(member_id):
+            log.info("pending member %s of group %s expired", member_id, group_id,
+                     extra={"group": group_id, "member": member_id})
+            group.remove(member_id)
+            if group.in_state(PREPARING) and group.has_all_members_joined():
+                self._complete_join(group)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        log.info("member %s of group %s failed its session; removing it", member_id, group_id,
+                 extra={"group": group_id, "member": member_id})
+        self.rt.stats.session_expirations += 1
+        self._remove_member_and_update_group(group, member, f"session of {member_id} expired")
+
+    def _cancel_group_timers(self, group: ClassicGroup) -> None:
+        timers = self.rt.timers
+        timers.cancel(_join_key(group.group_id))
+        timers.cancel(_sync_key(group.group_id))
+        for member_id in list(group.members) + list(group.pending_members):
+            timers.cancel(_heartbeat_key(group.group_id, member_id))

@@ -1,0 +1,1 @@
+"""Committed offsets: commits, fetches and deletes, and their retention and expiry."""

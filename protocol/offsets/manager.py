@@ -1,0 +1,321 @@
+"""Committed offsets of one shard: OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups and expiry.
+
+Follows Kafka's Java OffsetMetadataManager. Offsets change only by replaying OffsetCommit records
+(`replay`), the same path recovery takes; every handler appends its records through the runtime
+and answers with a Deferred that completes once they, and every earlier write, are durable.
+Commits are synchronous through the log, so there are never "pending" regular commits to hide
+from a fetch: a fetch is answered only after every earlier write is durable instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+from ..classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
+from ..classic.manager import GroupMetadataManager
+from ..config import GroupConfig
+from ..consumer.manager import ConsumerGroupManager
+from ..errors import Errors
+from ..messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from ..records import OffsetCommitKey, OffsetCommitValue, Record
+from ..shard.deferred import Deferred
+from ..shard.log import RecordBatchTooLarge
+from ..shard.runtime import ShardRuntime
+from ..values import TopicPartition
+
+log = logging.getLogger(__name__)
+
+INT64_MAX = 2**63 - 1
+NO_OFFSET = OffsetFetchPartition(-1, "", -1, Errors.NONE)
+
+_new = tuple.__new__
+
+
+def java_string_length(s: str) -> int:
+    """Java's String.length(): the number of UTF-16 code units."""
+    return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _tombstone(group_id: str, tp: TopicPartition) -> Record:
+    return Record(OffsetCommitKey(group_id, tp.topic, tp.partition), None)
+
+
+class OffsetMetadataManager:
+    """Owns the committed offsets of one shard's groups and the requests that read or change them."""
+
+    def __init__(
+        self,
+        runtime: ShardRuntime,
+        groups: GroupMetadataManager,
+        config: GroupConfig,
+        consumer: ConsumerGroupManager | None = None,
+    ) -> None:
+        self.rt = runtime
+        self.groups = groups
+        self.config = config
+        self.consumer = consumer if consumer is not None else ConsumerGroupManager(runtime, config, groups)
+        self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        self._topics: dict[str, str] = {}
+
+    # --- state and replay ------------------------------------------------------------------
+
+    def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
+        """A copy of the committed offsets of `group_id` (empty if it has none)."""
+        return dict(self._offsets.get(group_id, {}))
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Whether `group_id` has any committed offset."""
+        return bool(self._offsets.get(group_id))
+
+    def total_offsets(self) -> int:
+        """How many offsets the shard holds (Kafka's NumOffsets)."""
+        return sum(len(offsets) for offsets in self._offsets.values())
+
+    def items(self) -> Iterator[tuple[str, dict[TopicPartition, OffsetCommitValue]]]:
+        """(group id, its committed offsets) of every group with offsets; read-only views, not copies."""
+        return iter(self._offsets.items())
+
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """Apply one OffsetCommit record: store the value (latest wins) or, for a tombstone, delete it.
+
+        As in Kafka's Java replay, an offset of a group that does not exist creates a simple group.
+        """
+        group_id, topic, partition = key
+        if value is None:
+            offsets = self._offsets.get(group_id)
+            if offsets is not None:
+                offsets.pop((topic, partition), None)
+                if not offsets:
+                    del self._offsets[group_id]
+            return
+        if group_id not in self.groups.groups and group_id not in self.consumer.groups:
+            self.groups.create_simple_group(group_id)
+        offsets = self._offsets.get(group_id)
+        if offsets is None:
+            offsets = self._offsets[group_id] = {}
+        # One str object per topic name instead of one per stored offset (replay decodes a new one each time).
+        topic = self._topics.setdefault(topic, topic)
+        offsets[_new(TopicPartition, (topic, partition))] = value
+
+    # --- OffsetCommit ----------------------------------------------------------------------
+
+    def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
+        """Validate the committer against the group, then write one record per partition."""
+        partitions = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in req.offsets]
+        group = self.groups.get_group(req.group_id)
+        consumer_group = self.consumer.get(req.group_id)
+        if consumer_group is not None:
+            error = self.consumer.commit_error(consumer_group, req)
+        else:
+            error = self._validate_commit(group, req)
+        if error != Errors.NONE:
+            return self.rt.respond(OffsetCommitResponse({tp: error for tp in partitions}))
+        if group is not None and group.in_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            # A commit from the current generation keeps the member's session alive.
+            self.groups.refresh_session(group, req.member_id)
+        now = self.rt.now()
+        expire = -1 if req.retention_time_ms == -1 else min(now + req.retention_time_ms, INT64_MAX)
+        max_metadata = self.config.offset_metadata_max_bytes
+        group_id = req.group_id
+        errors: dict[TopicPartition, Errors] = dict.fromkeys(partitions, Errors.NONE)
+        records: list[Record] = []
+        append = records.append
+        new = _new
+        for tp, (offset, metadata, leader_epoch) in zip(partitions, req.offsets.values(), strict=True):
+            # A str has at most 2 UTF-16 units per character, so only long metadata needs measuring.
+            if 2 * len(metadata) > max_metadata and java_string_length(metadata) > max_metadata:
+                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            # tuple.__new__ builds the NamedTuples without their Python-level __new__ (the hot path).
+            key = new(OffsetCommitKey, (group_id, tp[0], tp[1]))
+            value = new(OffsetCommitValue, (int(offset), int(leader_epoch), str(metadata), now, expire))
+            append(new(Record, (key, value)))
+        # The first record of an unknown group creates it as a simple group when it is replayed.
+        try:
+            self.rt.append(records)
+        except RecordBatchTooLarge as e:
+            log.error("group %s: a commit of %d partitions cannot be stored: %s", group_id, len(records), e,
+                      extra={"group": group_id, "member": req.member_id or None})
+            return self.rt.respond(OffsetCommitResponse(dict.fromkeys(partitions, Errors.UNKNOWN_SERVER_ERROR)))
+        if records:
+            stats = self.rt.stats
+            stats.offset_commits += len(records)
+            stats.commit_requests += 1
+        return self.rt.respond(OffsetCommitResponse(errors))
+
+    def _validate_commit(self, group: ClassicGroup | None, req: OffsetCommitRequest) -> Errors:
+        """Kafka's OffsetCommit validation (Java ClassicGroup.validateOffsetCommit), first match wins."""
+        if group is None:
+            # Java answers GROUP_ID_NOT_FOUND from OffsetCommit v9 on; our request carries no
+            # version, so we give the answer of v0-v8 (and of Kafka's Scala coordinator).
+            return Errors.NONE if req.generation_id < 0 else Errors.ILLEGAL_GENERATION
+        if group.in_state(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if req.generation_id < 0 and group.in_state(GroupState.EMPTY):
+            # The admin client or a consumer without group management: allowed while Empty.
+            return Errors.NONE
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            error = self.groups.validate_member(group, req.member_id, req.group_instance_id)
+            if error != Errors.NONE:
+                return error
+            if req.generation_id != group.generation_id:
+                return Errors.ILLEGAL_GENERATION
+        elif not group.in_state(GroupState.EMPTY):
+            # Without member id and generation only an Empty group takes commits.
+            return Errors.UNKNOWN_MEMBER_ID
+        if group.in_state(GroupState.COMPLETING_REBALANCE):
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
+
+    # --- OffsetFetch -----------------------------------------------------------------------
+
+    def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
+        """Committed offsets of some or all partitions, answered once every earlier write is durable."""
+        known = self.groups.get_group(req.group_id) is not None or req.group_id in self.consumer.groups
+        committed = self._offsets.get(req.group_id, {}) if known else {}
+        if req.partitions is None:
+            offsets = {tp: _fetched(v) for tp, v in committed.items()}
+        else:
+            offsets = {}
+            for tp in req.partitions:
+                tp = TopicPartition(*tp)
+                value = committed.get(tp)
+                offsets[tp] = NO_OFFSET if value is None else _fetched(value)
+        # require_stable needs nothing more: there are no pending (unwritten) commits to report
+        # as UNSTABLE_OFFSET_COMMIT, and the response waits until all earlier writes are durable.
+        return self.rt.respond(OffsetFetchResponse(Errors.NONE, offsets))
+
+    # --- OffsetDelete ----------------------------------------------------------------------
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
+        """Delete offsets of partitions whose topics the group does not consume (KIP-496)."""
+        group = self.groups.get_group(req.group_id)
+        consumer_group = self.consumer.get(req.group_id)
+        subscribed: set[str] | None
+        if consumer_group is not None:
+            subscribed = self.consumer.subscribed(consumer_group)
+        elif group is None or group.in_state(GroupState.DEAD):
+            return self.rt.respond(OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND, {}))
+        elif not group.in_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return self.rt.respond(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP, {}))
+        else:
+            subscribed = self._subscribed(group)
+        committed = self._offsets.get(req.group_id, {})
+        errors: dict[TopicPartition, Errors] = {}
+        records: dict[TopicPartition, Record] = {}
+        for tp in req.partitions:
+            tp = TopicPartition(*tp)
+            if subscribed is None or tp.topic in subscribed:
+                errors[tp] = Errors.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            errors[tp] = Errors.NONE
+            if tp in committed:
+                records[tp] = _tombstone(req.group_id, tp)
+        # As Kafka's Java coordinator: an Empty group left without offsets is removed by the
+        # next expiry pass, not here.
+        try:
+            self.rt.append(list(records.values()))
+        except RecordBatchTooLarge as e:
+            log.error("group %s: deleting %d offsets cannot be stored: %s", req.group_id, len(records), e,
+                      extra={"group": req.group_id})
+            return self.rt.respond(OffsetDeleteResponse(Errors.UNKNOWN_SERVER_ERROR, {}))
+        self.rt.stats.offset_deletions += len(records)
+        return self.rt.respond(OffsetDeleteResponse(Errors.NONE, errors))
+
+    @staticmethod
+    def _subscribed(group: ClassicGroup) -> set[str] | None:
+        """Topics the group consumes; None means unknown, i.e. every topic counts as subscribed."""
+        if group.in_state(GroupState.EMPTY) or group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return set()
+        return group.subscribed_topics()
+
+    # --- DeleteGroups ----------------------------------------------------------------------
+
+    def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
+        """Delete Empty groups with all their offsets; other groups are refused per id.
+
+        The tombstones go to the log first; only once it took them are the groups marked Dead, so
+        a refused write leaves every group as it was (answered UNKNOWN_SERVER_ERROR).
+        """
+        results: dict[str, Errors] = {}
+        records: list[Record] = []
+        deleted: list[ClassicGroup] = []
+        consumer_deleted: list[str] = []
+        for group_id in req.group_ids:
+            if group_id in results:
+                continue
+            group = self.groups.get_group(group_id)
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                if self.consumer.can_delete(consumer_group):
+                    records.extend(self._delete_consumer_group_records(group_id))
+                    consumer_deleted.append(group_id)
+                    results[group_id] = Errors.NONE
+                else:
+                    results[group_id] = Errors.NON_EMPTY_GROUP
+            elif group is None or group.in_state(GroupState.DEAD):
+                results[group_id] = Errors.GROUP_ID_NOT_FOUND
+            elif not group.in_state(GroupState.EMPTY):
+                results[group_id] = Errors.NON_EMPTY_GROUP
+            else:
+                records.extend(self.delete_group_records(group))
+                deleted.append(group)
+                results[group_id] = Errors.NONE
+        try:
+            self.rt.append(records)
+        except RecordBatchTooLarge as e:
+            refused = [g.group_id for g in deleted] + consumer_deleted
+            log.error("deleting groups %s cannot be stored: %s", refused, e)
+            for group_id in refused:
+                results[group_id] = Errors.UNKNOWN_SERVER_ERROR
+            return self.rt.respond(DeleteGroupsResponse(results))
+        for group in deleted:
+            self.groups.mark_dead(group)
+        self.rt.stats.group_deletions += len(deleted)
+        return self.rt.respond(DeleteGroupsResponse(results))
+
+    def delete_group_records(self, group: ClassicGroup) -> list[Record]:
+        """The tombstones of all of `group`'s offsets and of the group itself (mark it Dead once appended)."""
+        records = [_tombstone(group.group_id, tp) for tp in self._offsets.get(group.group_id, {})]
+        records.append(self.groups.group_tombstone(group.group_id))
+        return records
+
+    def _delete_consumer_group_records(self, group_id: str) -> list[Record]:
+        """The tombstones of all offsets of an empty consumer group, then of the group's own records."""
+        records = [_tombstone(group_id, tp) for tp in self._offsets.get(group_id, {})]
+        records.extend(self.consumer.delete_records(self.consumer.groups[group_id]))
+        return records
+
+    def offset_keys(self, group_id: str) -> list[TopicPartition]:
+        """The partitions `group_id` has committed offsets for, as a list (a snapshot)."""
+        return list(self._offsets.get(group_id, ()))
+
+    def committed_value(self, group_id: str, tp: TopicPartition) -> OffsetCommitValue | None:
+        """The committed offset of one partition of a group, or None."""
+        offsets = self._offsets.get(group_id)
+        return None if offsets is None else offsets.get(tp)
+
+    def offset_count(self, group_id: str) -> int:
+        """How many partitions `group_id` has committed offsets for."""
+        return len(self._offsets.get(group_id, ()))
+
+    # --- expiry ----------------------------------------------------------------------------
+
+    def tombstone(self, group_id: str, tp: TopicPartition) -> Record:
+        """The record that deletes one committed offset."""
+        return _tombstone(group_id, tp)
+
+
+def _fetched(value: OffsetCommitValue) -> OffsetFetchPartition:
+    return OffsetFetchPartition(value.offset, value.metadata, value.leader_epoch, Errors.NONE)

@@ -1,0 +1,367 @@
+"""GroupCoordinator: one shard of the group coordinator, i.e. one offsets partition.
+
+It takes requests, changes state only by appending records that it replays into memory (the
+same replay that `load` runs on recovery), and hands back Deferred responses that complete once
+their records are durable. It does no I/O and reads no clock of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Callable, Hashable, Iterable, Mapping, TypeVar
+
+from .. import validation
+from ..classic.group import ClassicGroup
+from ..classic.manager import GroupMetadataManager
+from ..classic.snapshot import GroupSnapshot
+from ..config import GroupConfig
+from ..consumer.manager import ConsumerGroupManager
+from ..consumer.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from ..errors import Errors
+from ..messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveMemberResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from ..offsets.manager import OffsetMetadataManager
+from ..offsets.retention_sweep import RetentionSweep
+from ..records import GroupMetadataKey, OffsetCommitKey, Record
+from ..responses import error_response
+from ..values import GroupState
+from .clock import Clock, SystemClock
+from .deferred import Deferred
+from .log import MemoryLog, RecordBatchTooLarge, RecordLog
+from .runtime import ShardRuntime
+from .stats import ShardGauges, ShardStats
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_RETENTION_KEY = ("offsets-retention",)
+_RETENTION_STEP_KEY = ("offsets-retention-step",)
+
+# How long a timer whose records the log refused waits before it runs again.
+TIMER_RETRY_MS = 1000
+
+
+class GroupCoordinator:
+    """A pure, single-threaded shard of Kafka's group coordinator: classic groups and consumer groups (KIP-848)."""
+
+    def __init__(
+        self,
+        config: GroupConfig | None = None,
+        clock: Clock | None = None,
+        log: RecordLog | None = None,
+    ) -> None:
+        self.config = config if config is not None else GroupConfig()
+        self.clock = clock if clock is not None else SystemClock()
+        self.log = log if log is not None else MemoryLog()
+        self._loading = False
+        self.runtime = ShardRuntime(self.clock, self.log, self._replay)
+        self.groups = GroupMetadataManager(self.runtime, self.config)
+        self.consumer = ConsumerGroupManager(self.runtime, self.config, self.groups)
+        self.offsets = OffsetMetadataManager(self.runtime, self.groups, self.config, self.consumer)
+        self.retention = RetentionSweep(self.runtime, self.offsets, self.config, self.groups.mark_dead)
+        self._schedule_retention_check()
+
+    # --- replay and recovery -------------------------------------------------------------
+
+    def _replay(self, record: Record) -> None:
+        key, value = record
+        if type(key) is OffsetCommitKey:
+            self.offsets.replay(key, value)  # type: ignore[arg-type]
+        elif type(key) is GroupMetadataKey:
+            self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]
+        else:
+            self.consumer.replay(key, value)
+
+    def load(self, records: Iterable[Record]) -> None:
+        """Replay a log into this fresh shard, then re-arm every member's session and the retention check."""
+        self._loading = True
+        # _replay's dispatch, inlined: most of a log is offset commits, and this loop runs per record.
+        replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, True
+        replay_consumer = self.consumer.replay
+        try:
+            for key, value in records:
+                if type(key) is OffsetCommitKey:
+                    replay_offset(key, value)
+                elif type(key) is GroupMetadataKey:
+                    replay_group(key, value, loading)
+                else:
+                    replay_consumer(key, value)
+        finally:
+            self._loading = False
+        self.groups.on_loaded()
+        self.consumer.on_loaded()
+        self._schedule_retention_check()
+
+    def replay_replicated(self, records: Iterable[Record]) -> None:
+        """Apply records a leader replicated to this standby shard, as loading does (no timers armed)."""
+        self._loading = True
+        try:
+            for record in records:
+                self._replay(record)
+        finally:
+            self._loading = False
+
+    def take_over(self, end_offset: int, durable_offset: int) -> None:
+        """This standby becomes the serving shard of a log ending at `end_offset`, durable up to `durable_offset`."""
+        self.runtime.resume_at(end_offset, durable_offset)
+        self.groups.on_loaded()
+        self._schedule_retention_check()
+
+    def on_durable(self, offset: int) -> None:
+        """The log is durable up to `offset`: complete the responses waiting for it."""
+        self.runtime.on_durable(offset)
+
+    # --- facts for metrics -------------------------------------------------------------------
+
+    @property
+    def stats(self) -> ShardStats:
+        """The shard's cumulative counters (commits, rebalances, expirations)."""
+        return self.runtime.stats
+
+    @property
+    def timer_failures(self) -> int:
+        """Timer callbacks that raised so far (each logged; the other timers went on)."""
+        return self.runtime.stats.timer_failures
+
+    def gauges(self) -> ShardGauges:
+        """Groups per state, members, offsets and purgatory sizes right now (O(groups + members))."""
+        by_state: Counter[str] = Counter({s.value: 0 for s in GroupState})
+        members = joins = syncs = 0
+        for group in self.groups.groups.values():
+            by_state[group.state.value] += 1
+            members += len(group.members)
+            joins += group.num_awaiting_join
+            syncs += sum(1 for m in group.members.values() if m.awaiting_sync is not None)
+        return ShardGauges(
+            groups_by_state=dict(by_state),
+            members=members,
+            offsets=self.offsets.total_offsets(),
+            timers=self.runtime.timers.count_by_kind(),
+            parked={"join_group": joins, "sync_group": syncs},
+            awaiting_durability=self.runtime.waiting(),
+        )
+
+    # --- timers --------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Fire every timer due by now, in deadline order, including timers that firing arms."""
+        self.runtime.timers.fire_due(self.runtime.monotonic(), runner=self._run_timer)
+
+    def fire_timers(self, max_timers: int) -> bool:
+        """Fire at most `max_timers` due timers (the actor yields between calls); True if more are due."""
+        timers = self.runtime.timers
+        now = self.runtime.monotonic()
+        timers.fire_due(now, limit=max_timers, runner=self._run_timer)
+        return timers.has_due(now)
+
+    def next_deadline(self) -> int | None:
+        """When the next timer is due, in ms of the clock's monotonic time, or None; the actor sleeps until then."""
+        return self.runtime.timers.next_deadline()
+
+    def _run_timer(self, key: Hashable, callback: Callable[[], None]) -> None:
+        """Run one timer so that its failure stays its own: logged with its group, counted, state put back.
+
+        A timer whose records the log refuses leaves its group as it was and runs again after
+        TIMER_RETRY_MS; any other exception is logged and counted, and the other timers go on.
+        """
+        group_id = key[1] if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str) else None
+        snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers) if self._may_empty(key) else None
+        try:
+            callback()
+        except RecordBatchTooLarge as e:
+            self.runtime.stats.timer_failures += 1
+            log.error("timer %s of group %s: its records were refused (%s); retrying", key, group_id, e)
+            if snapshot is not None:
+                snapshot.restore()
+            self.runtime.timers.schedule(key, self.runtime.monotonic() + TIMER_RETRY_MS, callback)
+        except Exception:
+            self.runtime.stats.timer_failures += 1
+            log.exception("timer %s of group %s failed; the other timers go on", key, group_id)
+
+    def _may_empty(self, key: Hashable) -> bool:
+        """Whether the timer `key` may end with its group Empty (the one timer path that writes records).
+
+        Only then is its group copied before it runs: a session expiry empties a group only when it
+        removes the last member; completing a join or expiring pending syncs may always.
+        """
+        if not (isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str)):
+            return False
+        group = self.groups.get_group(key[1])
+        if group is None:
+            return False
+        return key[0] != "heartbeat" or len(group.members) <= 1
+
+    def schedule_retention_check(self, delay_ms: int) -> None:
+        """Run the offset-retention check `delay_ms` from now, instead of when its interval ends."""
+        self.runtime.timers.schedule(_RETENTION_KEY, self.runtime.monotonic() + delay_ms, self._run_retention_check)
+
+    def _schedule_retention_check(self) -> None:
+        self.schedule_retention_check(self.config.offsets_retention_check_interval_ms)
+
+    def _run_retention_check(self) -> None:
+        self._schedule_retention_check()
+        self.retention.start()
+        self._run_retention_step()
+
+    def _run_retention_step(self) -> None:
+        """One bounded step of the retention pass; the next is a timer due once this step's records are durable.
+
+        So the actor yields between steps, and a sweep never has more than one step of tombstones
+        waiting for the disk ahead of the requests that come in meanwhile.
+        """
+        if self.retention.step():
+            self.runtime.when_durable(
+                lambda: self.runtime.timers.schedule(
+                    _RETENTION_STEP_KEY, self.runtime.monotonic(), self._run_retention_step
+                )
+            )
+
+    def expire_offsets_now(self) -> None:
+        """Run a whole offset-expiry pass at once (KIP-211), as the retention check does in steps."""
+        self.retention.start()
+        while self.retention.step():
+            pass
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _handle(self, api: str, req: Any, handler: Callable[[Any], Deferred[T]]) -> Deferred[T]:
+        """Validate, then handle; bad input is answered with its error code and changes nothing."""
+        error = validation.check(api, req, self.config)
+        if error is not None:
+            return self.runtime.respond(error_response(api, req, error))
+        return handler(req)
+
+    def join_group(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
+        """JoinGroup (API key 11); INCONSISTENT_GROUP_PROTOCOL on a consumer group unless it is empty."""
+        return self._handle("join_group", req, self._classic_join)
+
+    def _classic_join(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
+        consumer_group = self.consumer.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # Kafka would let a classic member into a consumer group (online migration); we refuse it.
+                return self.runtime.respond(error_response("join_group", req, Errors.INCONSISTENT_GROUP_PROTOCOL))
+            cfg = self.config
+            if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+                # The empty consumer group becomes an empty classic group in one batch, or not at all.
+                classic = ClassicGroup(req.group_id, self.runtime.now())
+                records = [*self.consumer.delete_records(consumer_group), self.groups.group_record(classic)]
+                try:
+                    self.runtime.append(records)
+                except RecordBatchTooLarge as e:
+                    log.error("group %s cannot become a classic group: %s", req.group_id, e)
+                    return self.runtime.respond(error_response("join_group", req, Errors.UNKNOWN_SERVER_ERROR))
+        return self.groups.join_group(req)
+
+    def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResponse]:
+        """SyncGroup (API key 14); UNKNOWN_MEMBER_ID on a consumer group, whose members are no classic members."""
+        return self._handle("sync_group", req, self._classic(self.groups.sync_group, "sync_group"))
+
+    def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
+        """Heartbeat (API key 12); UNKNOWN_MEMBER_ID on a consumer group."""
+        return self._handle("heartbeat", req, self._classic(self.groups.heartbeat, "heartbeat"))
+
+    def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
+        """LeaveGroup (API key 13), by member id and/or instance id; on a consumer group every member is unknown."""
+        return self._handle("leave_group", req, self._leave_group)
+
+    def _leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
+        """A leave writes a record only when it empties the group; then a refused write puts the group back."""
+        if self.consumer.get(req.group_id) is not None:
+            unknown = Errors.UNKNOWN_MEMBER_ID
+            members = [LeaveMemberResponse(m.member_id, m.group_instance_id, unknown) for m in req.members]
+            return self.runtime.respond(LeaveGroupResponse(Errors.NONE, members))
+        group = self.groups.get_group(req.group_id)
+        if group is None or len(req.members) < len(group.members):
+            return self.groups.leave_group(req)
+        snapshot = GroupSnapshot(self.groups.groups, req.group_id, self.runtime.timers)
+        try:
+            return self.groups.leave_group(req)
+        except RecordBatchTooLarge as e:
+            log.error("group %s: the leave cannot be stored (%s); the group is as it was", req.group_id, e)
+            snapshot.restore()
+            return self.runtime.respond(error_response("leave_group", req, Errors.UNKNOWN_SERVER_ERROR))
+
+    def _classic(self, handler: Callable[[Any], Deferred[T]], api: str) -> Callable[[Any], Deferred[T]]:
+        """`handler`, or UNKNOWN_MEMBER_ID when the request names a consumer group (as Kafka answers a
+        classic request from a member that does not use the classic protocol)."""
+
+        def handle(req: Any) -> Deferred[T]:
+            if self.consumer.get(req.group_id) is not None:
+                return self.runtime.respond(error_response(api, req, Errors.UNKNOWN_MEMBER_ID))
+            return handler(req)
+
+        return handle
+
+    def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
+        """OffsetCommit (API key 8)."""
+        return self._handle("commit_offsets", req, self.offsets.commit_offsets)
+
+    def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
+        """OffsetFetch (API key 9)."""
+        return self._handle("fetch_offsets", req, self.offsets.fetch_offsets)
+
+    def list_groups(self, req: ListGroupsRequest | None = None) -> Deferred[ListGroupsResponse]:
+        """ListGroups (API key 16)."""
+        return self._handle("list_groups", req if req is not None else ListGroupsRequest(), self._list_groups)
+
+    def _list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
+        """Classic groups (group_type "classic"), then consumer groups (group_type "consumer")."""
+        states = {s.strip().lower() for s in req.states_filter}
+        types = {t.strip().lower() for t in req.types_filter}
+        listed = self.groups.listed(states, types) + self.consumer.listed(states, types)
+        return self.runtime.respond(ListGroupsResponse(Errors.NONE, listed))
+
+    def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
+        """DescribeGroups (API key 15)."""
+        return self._handle("describe_groups", req, self.groups.describe_groups)
+
+    def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
+        """DeleteGroups (API key 42): Empty groups are deleted with their offsets."""
+        return self._handle("delete_groups", req, self.offsets.delete_groups)
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResponse]:
+        """OffsetDelete (API key 47)."""
+        return self._handle("delete_offsets", req, self.offsets.delete_offsets)
+
+    # --- the consumer group protocol (KIP-848) ---------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> Deferred[ConsumerGroupHeartbeatResponse]:
+        """ConsumerGroupHeartbeat (API key 68): join (epoch 0), heartbeat, acknowledge revocations, leave (-1, -2)."""
+        return self._handle("consumer_group_heartbeat", req, self.consumer.consumer_group_heartbeat)
+
+    def consumer_group_describe(self, req: ConsumerGroupDescribeRequest) -> Deferred[ConsumerGroupDescribeResponse]:
+        """ConsumerGroupDescribe (API key 69)."""
+        return self._handle("consumer_group_describe", req, self.consumer.consumer_group_describe)
+
+    def update_topic_metadata(self, partitions: Mapping[str, int]) -> None:
+        """Topic -> partition count, as the service's topic registry has it (the shard's view of the cluster)."""
+        self.consumer.update_topic_metadata(dict(partitions))

@@ -1,0 +1,107 @@
+"""Purgatory: timers by key, fired in deadline order by fire_due."""
+
+from groupcoord.protocol.shard.purgatory import Purgatory
+
+
+def _recorder():
+    fired: list[str] = []
+    return fired, lambda name: lambda: fired.append(name)
+
+
+def test_due_timers_fire_in_deadline_order():
+    p = Purgatory()
+    fired, cb = _recorder()
+    p.schedule("c", 30, cb("c"))
+    p.schedule("a", 10, cb("a"))
+    p.schedule("b", 20, cb("b"))
+    assert p.fire_due(25) == 2
+    assert fired == ["a", "b"]
+    assert p.fire_due(29) == 0
+    assert p.fire_due(30) == 1
+    assert fired == ["a", "b", "c"]
+    assert len(p) == 0
+
+
+def test_timers_with_the_same_deadline_fire_in_scheduling_order():
+    p = Purgatory()
+    fired, cb = _recorder()
+    for name in ("x", "y", "z"):
+        p.schedule(name, 5, cb(name))
+    p.fire_due(5)
+    assert fired == ["x", "y", "z"]
+
+
+def test_scheduling_a_key_again_replaces_its_timer():
+    p = Purgatory()
+    fired, cb = _recorder()
+    p.schedule("k", 10, cb("first"))
+    p.schedule("k", 50, cb("second"))
+    assert len(p) == 1
+    assert p.deadline("k") == 50
+    assert p.fire_due(10) == 0
+    assert p.fire_due(50) == 1
+    assert fired == ["second"]
+
+
+def test_rescheduling_earlier_moves_the_timer_forward():
+    p = Purgatory()
+    fired, cb = _recorder()
+    p.schedule("k", 50, cb("late"))
+    p.schedule("k", 5, cb("early"))
+    assert p.next_deadline() == 5
+    p.fire_due(5)
+    assert fired == ["early"]
+    assert p.fire_due(100) == 0
+
+
+def test_cancel_disarms_a_timer():
+    p = Purgatory()
+    fired, cb = _recorder()
+    p.schedule("k", 10, cb("k"))
+    p.schedule("other", 20, cb("other"))
+    p.cancel("k")
+    p.cancel("never-armed")
+    assert "k" not in p and "other" in p
+    assert p.deadline("k") is None
+    assert p.next_deadline() == 20
+    p.fire_due(100)
+    assert fired == ["other"]
+
+
+def test_timers_armed_while_firing_that_are_due_also_fire():
+    p = Purgatory()
+    fired, cb = _recorder()
+
+    def first():
+        fired.append("first")
+        p.schedule("chained", 8, cb("chained"))
+        p.schedule("later", 200, cb("later"))
+
+    p.schedule("first", 5, first)
+    assert p.fire_due(10) == 2
+    assert fired == ["first", "chained"]
+    assert p.deadline("later") == 200
+
+
+def test_a_timer_may_rearm_its_own_key():
+    p = Purgatory()
+    count = []
+
+    def tick():
+        count.append(1)
+        if len(count) < 3:
+            p.schedule("self", 10 * (len(count) + 1), tick)
+
+    p.schedule("self", 10, tick)
+    assert p.fire_due(100) == 3
+    assert "self" not in p
+
+
+def test_next_deadline_and_len():
+    p = Purgatory()
+    assert p.next_deadline() is None
+    p.schedule("a", 7, lambda: None)
+    p.schedule("b", 3, lambda: None)
+    assert (p.next_deadline(), len(p)) == (3, 2)
+    p.cancel("b")
+    assert (p.next_deadline(), len(p)) == (7, 1)
