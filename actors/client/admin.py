@@ -53,7 +53,7 @@ class AdminClient(SecurityAdmin):
 
     def _router(self, method: str, *args: Any) -> Any:
         call = getattr(self.service.router, method)
-        ref = call.remote(*args) if self.credentials is None else call.remote(*args, credentials=self.credentials)
+        ref = call.remote(*args) if self.credentials is None else call.remote(*args, credentials=self.credentials.wire)
         return ray.get(ref, timeout=self._timeout_s)
 
     # --- groups ---------------------------------------------------------------------------------

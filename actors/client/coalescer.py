@@ -107,7 +107,7 @@ class RequestCoalescer:
             if self.credentials is None:
                 ref = self.handle.batch.remote(calls)
             else:
-                ref = self.handle.batch.remote(calls, credentials=self.credentials)
+                ref = self.handle.batch.remote(calls, credentials=self.credentials.wire)
             results = ray.get(ref, timeout=_ABANDON_AFTER_S)
         except (Exception, SystemExit) as e:  # the actor died or restarted, the batch was given up, or Ray is
             # shutting down (it ends a call blocked on an actor that never answers with SystemExit): callers decide

@@ -139,7 +139,10 @@ class CoordinatorClient:
     def describe_topics(self, topics: list[str]) -> dict[str, dict]:
         """The router's facts about these topics (their partition counts), for the group's leader."""
         call = self.service.router.describe_topics
-        ref = call.remote(topics) if self.credentials is None else call.remote(topics, credentials=self.credentials)
+        if self.credentials is None:
+            ref = call.remote(topics)
+        else:
+            ref = call.remote(topics, credentials=self.credentials.wire)
         return ray.get(ref, timeout=self.request_timeout_s)
 
     def submit(self, method: str, request: Any) -> "PendingCall":
@@ -207,7 +210,9 @@ class CoordinatorClient:
 
     def _remote(self, method: str, request: Any) -> Any:
         call = getattr(self.handle, method)
-        return call.remote(request) if self.credentials is None else call.remote(request, credentials=self.credentials)
+        if self.credentials is None:
+            return call.remote(request)
+        return call.remote(request, credentials=self.credentials.wire)
 
     def _failure_hint(self) -> str:
         """Why the group's partition is failing, as its last report to the router says (best effort)."""

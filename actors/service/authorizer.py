@@ -86,11 +86,17 @@ class RequestGuard:
     # --- authentication ------------------------------------------------------------------------
 
     def authenticate(self, credentials: Any) -> str | None:
-        """The principal `credentials` prove, or None (absent, malformed, unknown, wrong or revoked)."""
+        """The principal `credentials` (a Credentials or its `wire` pair) prove, or None (absent, malformed,
+        unknown, wrong or revoked)."""
         snapshot = self.snapshot
-        if snapshot is None or not isinstance(credentials, Credentials):
+        if snapshot is None:
             return None
-        principal, secret = credentials.principal, credentials.secret
+        if type(credentials) is tuple and len(credentials) == 2:  # Credentials.wire, as the client library sends
+            principal, secret = credentials
+        elif isinstance(credentials, Credentials):
+            principal, secret = credentials.principal, credentials.secret
+        else:
+            return None
         if not isinstance(principal, str) or not isinstance(secret, str):
             return None
         stored = snapshot.principals.get(principal)
@@ -129,7 +135,8 @@ class RequestGuard:
         return error_response(api, req, Errors.SASL_AUTHENTICATION_FAILED)
 
     def _claimed(self, credentials: Any) -> str:
-        principal = getattr(credentials, "principal", None)
+        principal = credentials[0] if type(credentials) is tuple and credentials else getattr(
+            credentials, "principal", None)
         snapshot = self.snapshot
         if isinstance(principal, str) and snapshot is not None and principal in snapshot.principals:
             return principal
@@ -170,6 +177,9 @@ class RequestGuard:
             return [self._refuse_unauthenticated(api, req, credentials) for api, req in calls]
         throttle = self.quota.record(principal, len(calls), self.clock())
         admissions = [self._admit(principal, api, req) for api, req in calls]
+        if all(a.request is req and a.finish is None for a, (_, req) in zip(admissions, calls, strict=True)):
+            responses = await handler(calls)  # the usual case: everything allowed as it is
+            return responses if throttle <= 0 else [with_throttle(r, throttle) for r in responses]
         runnable = [(api, a.request) for (api, _), a in zip(calls, admissions, strict=True) if a.request is not None]
         handled = iter(await handler(runnable) if runnable else [])
         responses = []

@@ -149,6 +149,8 @@ class Authorizer:
     def _decide(self, principal: str, operation: str, resource_type: str, resource_name: str) -> bool:
         if principal in self.super_users:
             return True
+        if not isinstance(resource_name, str):  # a malformed request's name matches no binding
+            return False
         found_resource_acl = False
         allowed = False
         for b in self._by_type.get(resource_type, ()):

@@ -121,16 +121,26 @@ def _split_topics(offsets: Any, check: _Check, operation: str) -> tuple[list, li
     """The keys of `offsets` (partitions) split into allowed and denied by `operation` on their topic;
     None when every topic is allowed (the request goes through unchanged)."""
     try:
+        topics = {tp[0] for tp in offsets}  # the usual case: TopicPartitions of one or a few topics
+    except (TypeError, IndexError, KeyError):
+        return None if not hasattr(offsets, "__iter__") else _split_odd_keys(offsets, check, operation)
+    denied_topics = {t for t in topics if not check(operation, "TOPIC", _name(t))}
+    if not denied_topics:
+        return None
+    keys = list(offsets)
+    return [tp for tp in keys if tp[0] not in denied_topics], [tp for tp in keys if tp[0] in denied_topics]
+
+
+def _split_odd_keys(offsets: Any, check: _Check, operation: str) -> tuple[list, list] | None:
+    """_split_topics for keys that are not (topic, partition) pairs: the shard answers them, if allowed."""
+    try:
         keys = list(offsets)
     except TypeError:
         return None
-    topics = {_topic(tp) for tp in keys}
-    denied_topics = {t for t in topics if not check(operation, "TOPIC", t)}
+    denied_topics = {t for t in {_topic(tp) for tp in keys} if not check(operation, "TOPIC", t)}
     if not denied_topics:
         return None
-    allowed = [tp for tp in keys if _topic(tp) not in denied_topics]
-    denied = [tp for tp in keys if _topic(tp) in denied_topics]
-    return allowed, denied
+    return [tp for tp in keys if _topic(tp) not in denied_topics], [tp for tp in keys if _topic(tp) in denied_topics]
 
 
 def _commit_offsets(req: Any, check: _Check) -> Admission:
