@@ -147,7 +147,7 @@ def _commit_offsets(req: Any, check: _Check) -> Admission:
     if not check("READ", "GROUP", _name(getattr(req, "group_id", None))):
         return _refuse("commit_offsets", req, GROUP_DENIED, check.denied[0])
     offsets = getattr(req, "offsets", None)
-    if not isinstance(offsets, Mapping):
+    if type(offsets) is not dict and not isinstance(offsets, Mapping):
         return Admission(req)
     split = _split_topics(offsets, check, "READ")
     if split is None:
