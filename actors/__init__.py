@@ -6,21 +6,33 @@
 """
 
 from .client import (
+    AclBinding,
     AdminClient,
+    ClusterAuthorizationFailedError,
     CommitFailedError,
+    Credentials,
+    GroupAuthorizationFailedError,
     GroupCoordinatorError,
     GroupMember,
     PartitionReplicas,
+    SaslAuthenticationFailedError,
     Service,
     ServiceError,
+    TopicAuthorizationFailedError,
 )
 from .service import Observability, connect, start, stop
 
 __all__ = [
+    "AclBinding",
     "AdminClient",
+    "ClusterAuthorizationFailedError",
     "CommitFailedError",
+    "Credentials",
+    "GroupAuthorizationFailedError",
     "GroupCoordinatorError",
     "GroupMember",
+    "SaslAuthenticationFailedError",
+    "TopicAuthorizationFailedError",
     "Observability",
     "PartitionReplicas",
     "Service",

@@ -39,6 +39,7 @@ OTHERS = {
     "instructions": "benchmarks.instructions",  # the regression guard's counts; --update writes the baseline
     "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
     "test-mutations": "benchmarks.mutations",  # deliberate breaks of the product, each caught by a test
+    "security": "benchmarks.bench_security",  # commits/s with authorization on vs off
 }
 
 

@@ -79,6 +79,7 @@ class JoinGroupResponse:
     member_id: str
     members: list[JoinGroupMember] = field(default_factory=list)
     skip_assignment: bool = False
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- SyncGroup -------------------------------------------------------------------------
@@ -105,6 +106,7 @@ class SyncGroupResponse:
     protocol_type: str | None
     protocol_name: str | None
     assignment: bytes
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- Heartbeat -------------------------------------------------------------------------
@@ -163,6 +165,7 @@ class LeaveGroupResponse:
 
     error: Errors
     members: list[LeaveMemberResponse] = field(default_factory=list)
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- OffsetCommit / OffsetFetch ---------------------------------------------------------
@@ -250,6 +253,7 @@ class OffsetFetchResponse:
 
     error: Errors
     offsets: dict[TopicPartition, OffsetFetchPartition]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- ListGroups / DescribeGroups / DeleteGroups / OffsetDelete --------------------------
@@ -279,19 +283,21 @@ class ListGroupsResponse:
 
     error: Errors
     groups: list[ListedGroup]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
     def __reduce__(self) -> tuple:
         # Pickled as flat tuples: a listing of 100,000 groups would otherwise pickle 100,000 dataclasses.
         groups = self.groups
         if type(groups) is not list or not all(type(g) is ListedGroup for g in groups):
-            return ListGroupsResponse, (self.error, groups)
+            return ListGroupsResponse, (self.error, groups, self.throttle_time_ms)
         flat = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in groups]
-        return _list_response_from_wire, (self.error.value, flat)
+        return _list_response_from_wire, (self.error.value, flat, self.throttle_time_ms)
 
 
-def _list_response_from_wire(error: int, flat: list[tuple[str, str, str, str]]) -> ListGroupsResponse:
+def _list_response_from_wire(error: int, flat: list[tuple[str, str, str, str]], throttle_time_ms: int = 0
+                             ) -> ListGroupsResponse:
     """Rebuild a ListGroupsResponse pickled by its `__reduce__`."""
-    return ListGroupsResponse(Errors(error), [ListedGroup(*g) for g in flat])
+    return ListGroupsResponse(Errors(error), [ListedGroup(*g) for g in flat], throttle_time_ms)
 
 
 @dataclass(frozen=True)
@@ -330,6 +336,7 @@ class DescribeGroupsResponse:
     """One description per requested group, in request order."""
 
     groups: list[DescribedGroup]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 @dataclass(frozen=True)
@@ -344,6 +351,7 @@ class DeleteGroupsResponse:
     """An error per group id."""
 
     results: dict[str, Errors]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 @dataclass(frozen=True)
@@ -360,6 +368,7 @@ class OffsetDeleteResponse:
 
     error: Errors
     errors: dict[TopicPartition, Errors]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 # --- the consumer group protocol (KIP-848) ------------------------------------------------

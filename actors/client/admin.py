@@ -21,24 +21,29 @@ from groupcoord.protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
 )
+from groupcoord.protocol.security.credentials import Credentials
 
 from .coordinator_client import CoordinatorClient, normalize_offsets
 from .errors import error_for, raise_for
 from .handle import Service
+from .security_admin import SecurityAdmin
 
 log = logging.getLogger(__name__)
 
 
-class AdminClient:
+class AdminClient(SecurityAdmin):
     """Administration of a service's groups and topics, with Kafka AdminClient's operations in snake_case."""
 
-    def __init__(self, service: Service, request_timeout_ms: int = 30000) -> None:
+    def __init__(
+        self, service: Service, request_timeout_ms: int = 30000, credentials: Credentials | None = None
+    ) -> None:
         self.service = service
+        self.credentials = credentials if credentials is not None else Credentials.from_env()
         self.request_timeout_ms = request_timeout_ms
         self._timeout_s = request_timeout_ms / 1000
 
     def _group(self, group_id: str) -> CoordinatorClient:
-        return CoordinatorClient(self.service, group_id, self.request_timeout_ms)
+        return CoordinatorClient(self.service, group_id, self.request_timeout_ms, credentials=self.credentials)
 
     @staticmethod
     def _names(values: Any, what: str) -> list:
@@ -48,7 +53,9 @@ class AdminClient:
         return list(values)
 
     def _router(self, method: str, *args: Any) -> Any:
-        return ray.get(getattr(self.service.router, method).remote(*args), timeout=self._timeout_s)
+        call = getattr(self.service.router, method)
+        ref = call.remote(*args) if self.credentials is None else call.remote(*args, credentials=self.credentials.wire)
+        return ray.get(ref, timeout=self._timeout_s)
 
     # --- groups ---------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from typing import Any
 
 import ray
@@ -40,10 +41,12 @@ def actor_id(handle: Any) -> Any:
 class RequestCoalescer:
     """One process's link to one partition actor: requests submitted concurrently share `batch` calls."""
 
-    def __init__(self, handle: Any, name: str = "groupcoord-coalescer") -> None:
+    def __init__(self, handle: Any, name: str = "groupcoord-coalescer", credentials: Any = None) -> None:
         self.handle = handle
+        self.credentials = credentials  # sent with every batch (a service with authorization needs them)
         self.calls = 0
         self.requests = 0
+        self.throttled_ms = 0  # how long this link waited because the service said so (throttle_time_ms)
         self._cond = threading.Condition()
         self._pending: list[tuple[str, Any, concurrent.futures.Future]] = []
         self._closed = False
@@ -102,7 +105,11 @@ class RequestCoalescer:
         self.calls += 1
         self.requests += len(live)
         try:
-            ref = self.handle.batch.remote([(api, request) for api, request, _ in live])
+            calls = [(api, request) for api, request, _ in live]
+            if self.credentials is None:
+                ref = self.handle.batch.remote(calls)
+            else:
+                ref = self.handle.batch.remote(calls, credentials=self.credentials.wire)
             results = ray.get(ref, timeout=_ABANDON_AFTER_S)
         except (Exception, SystemExit) as e:  # the actor died or restarted, the batch was given up, or Ray is
             # shutting down (it ends a call blocked on an actor that never answers with SystemExit): callers decide
@@ -113,6 +120,10 @@ class RequestCoalescer:
             return
         for (_, _, future), result in zip(live, results, strict=True):
             future.set_result(result)
+        throttle = max((getattr(r, "throttle_time_ms", 0) for r in results), default=0)
+        if throttle > 0:  # as Kafka's clients: nothing more goes to this actor until the throttle time is over
+            self.throttled_ms += throttle
+            time.sleep(throttle / 1000)
 
 
 def wait_answer(pending: Any, timeout_s: float) -> Any:
@@ -125,13 +136,14 @@ def wait_answer(pending: Any, timeout_s: float) -> Any:
     return ray.get(pending, timeout=timeout_s)
 
 
-_coalescers: dict[tuple[str, int], RequestCoalescer] = {}
+_coalescers: dict[tuple[str, int, Any], RequestCoalescer] = {}
 _coalescers_lock = threading.Lock()
 
 
-def coalescer_for(namespace: str, partition: int, handle: Any) -> RequestCoalescer:
-    """This process's coalescer for a service's partition actor (created on first use; follows a new handle)."""
-    key = (namespace, partition)
+def coalescer_for(namespace: str, partition: int, handle: Any, credentials: Any = None) -> RequestCoalescer:
+    """This process's coalescer for a service's partition actor and a principal's credentials (created on
+    first use; follows a new handle)."""
+    key = (namespace, partition, credentials)
     with _coalescers_lock:
         coalescer = _coalescers.get(key)
         if coalescer is not None and actor_id(coalescer.handle) != actor_id(handle):
@@ -141,5 +153,5 @@ def coalescer_for(namespace: str, partition: int, handle: Any) -> RequestCoalesc
             coalescer = None
         if coalescer is None:
             name = f"groupcoord-coalescer-{namespace}-{partition}"
-            coalescer = _coalescers[key] = RequestCoalescer(handle, name=name)
+            coalescer = _coalescers[key] = RequestCoalescer(handle, name=name, credentials=credentials)
         return coalescer

@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 # Errors after which the member cannot go on (Kafka's consumer raises them from poll()).
 _FATAL = frozenset(Errors[name] for name in (
     "GROUP_MAX_SIZE_REACHED", "UNSUPPORTED_ASSIGNOR", "UNRELEASED_INSTANCE_ID", "FENCED_INSTANCE_ID",
-    "INVALID_REQUEST", "GROUP_ID_NOT_FOUND", "GROUP_AUTHORIZATION_FAILED",
+    "INVALID_REQUEST", "GROUP_ID_NOT_FOUND", "GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
+    "SASL_AUTHENTICATION_FAILED",
 ))  # fmt: skip
 
 

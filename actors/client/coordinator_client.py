@@ -45,6 +45,13 @@ def ray_session_ended(group_id: str, member_id: str) -> bool:
     return True
 
 
+def honour_throttle(response: Any) -> None:
+    """Wait the throttle time a response asks for (Kafka's throttle_time_ms), as Kafka's clients do."""
+    throttle = getattr(response, "throttle_time_ms", 0)
+    if throttle > 0:
+        time.sleep(throttle / 1000)
+
+
 class CoordinatorUnavailableError(TimeoutError):
     """The coordinator could not be reached within the client's request timeout."""
 
@@ -95,6 +102,7 @@ class CoordinatorClient:
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
+        credentials: Any = None,
     ) -> None:
         if not isinstance(group_id, str):
             raise TypeError(f"group id must be a str, got {type(group_id).__name__}")
@@ -104,6 +112,7 @@ class CoordinatorClient:
         self.backoff_s = retry_backoff_ms / 1000
         self.backoff_max_s = retry_backoff_max_ms / 1000
         self.partition, self.handle = service.find_coordinator(group_id)
+        self.credentials = credentials  # a Credentials sent with every request (None: none)
 
     def rediscover(self, timeout_s: float | None = None) -> None:
         """Ask the router for the group's coordinator again (waiting at most `timeout_s`, or the request timeout)."""
@@ -121,19 +130,28 @@ class CoordinatorClient:
         Heartbeats, commits and fetches share `batch` calls with the rest of this process's
         requests to the same partition actor (see coalescer); joins and syncs go alone.
         """
-        return wait_answer(self._send(method, request), timeout_s if timeout_s is not None else self.request_timeout_s)
+        timeout_s = timeout_s if timeout_s is not None else self.request_timeout_s
+        response = wait_answer(self._send(method, request), timeout_s)
+        if method not in COALESCED_APIS:  # the coalescer waits out its own throttle times
+            honour_throttle(response)
+        return response
 
     def describe_topics(self, topics: list[str]) -> dict[str, dict]:
         """The router's facts about these topics (their partition counts), for the group's leader."""
-        return ray.get(self.service.router.describe_topics.remote(topics), timeout=self.request_timeout_s)
+        call = self.service.router.describe_topics
+        if self.credentials is None:
+            ref = call.remote(topics)
+        else:
+            ref = call.remote(topics, credentials=self.credentials.wire)
+        return ray.get(ref, timeout=self.request_timeout_s)
 
     def submit(self, method: str, request: Any) -> "PendingCall":
         """Send one request to the coordinator without waiting; its answer is collected later."""
-        return PendingCall(getattr(self.handle, method).remote(request))
+        return PendingCall(self._remote(method, request))
 
     def coalescer(self) -> RequestCoalescer:
         """This process's coalescer for the group's current partition actor."""
-        return coalescer_for(self.service.namespace, self.partition, self.handle)
+        return coalescer_for(self.service.namespace, self.partition, self.handle, self.credentials)
 
     def call(
         self,
@@ -159,6 +177,8 @@ class CoordinatorClient:
                 response = wait_answer(pending, min(remaining, LEADER_CHECK_S))
                 pending = None
                 if not retry_on(error_of(response)):
+                    if method not in COALESCED_APIS:
+                        honour_throttle(response)
                     return response
                 log.debug("%s for %s answered %s; retrying", method, self.group_id, error_of(response).name)
                 if error_of(response) == Errors.NOT_COORDINATOR:
@@ -186,7 +206,13 @@ class CoordinatorClient:
                 return self.coalescer().submit(method, request)
             except CoalescerClosedError:  # retired by another thread that saw a new leader just now
                 return self.coalescer().submit(method, request)
-        return getattr(self.handle, method).remote(request)
+        return self._remote(method, request)
+
+    def _remote(self, method: str, request: Any) -> Any:
+        call = getattr(self.handle, method)
+        if self.credentials is None:
+            return call.remote(request)
+        return call.remote(request, credentials=self.credentials.wire)
 
     def _failure_hint(self) -> str:
         """Why the group's partition is failing, as its last report to the router says (best effort)."""

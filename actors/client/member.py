@@ -20,6 +20,7 @@ import ray
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.apis import Api
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from groupcoord.protocol.security.credentials import Credentials
 
 from .consumer_membership import ConsumerMembership, run_heartbeats
 from .coordinator_client import ACTOR_ERRORS, CoordinatorClient, normalize_offsets, ray_session_ended
@@ -68,6 +69,7 @@ class GroupMember:
         group_protocol: str = "classic",
         group_remote_assignor: str | None = None,
         client_rack: str | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
@@ -75,7 +77,9 @@ class GroupMember:
             raise ValueError(f"group_protocol must be 'classic' or 'consumer', not {group_protocol!r}")
         self.group_id = group_id
         self.group_protocol = group_protocol
-        self.client = CoordinatorClient(service, group_id, request_timeout_ms, retry_backoff_ms)
+        credentials = credentials if credentials is not None else Credentials.from_env()
+        self.client = CoordinatorClient(service, group_id, request_timeout_ms, retry_backoff_ms,
+                                        credentials=credentials)
         self.membership: Membership | ConsumerMembership
         if group_protocol == "consumer":
             self.membership = ConsumerMembership(

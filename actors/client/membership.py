@@ -201,6 +201,8 @@ class Membership:
                     error, f"instance {self.group_instance_id!r} was fenced by a newer member"
                 )
                 self.state = MemberState.UNJOINED
+            elif error in (Errors.GROUP_AUTHORIZATION_FAILED, Errors.SASL_AUTHENTICATION_FAILED):
+                self._fatal = error_for(error, f"heartbeat of {self.member_id!r} to {self.group_id!r} refused")
             elif error == Errors.NOT_COORDINATOR:
                 self.client.rediscover()
 

@@ -6,12 +6,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.security.credentials import Credentials
 from groupcoord.storage.fileops import OS_FILES
 from groupcoord.storage.partition_log import (
     DEFAULT_MIN_COMPACTION_BYTES,
@@ -30,6 +31,7 @@ from .replication.placement import check_alive_nodes, check_replication, head_no
 from .replication.replica_actor import NODE_ID_FIELD, node_storage_path
 from .root_check import check_service_root
 from .router import RouterActor
+from .security_config import security_config
 from .spec import LogSettings, Observability, ServiceSpec
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,10 @@ def start(
     min_cleanable_ratio: float = DEFAULT_MIN_DIRTY_RATIO,
     min_compaction_bytes: int = DEFAULT_MIN_COMPACTION_BYTES,
     delete_retention_ms: int = DEFAULT_TOMBSTONE_RETENTION_MS,
+    authorization: bool = False,
+    super_users: Sequence[str] = (),
+    admin_credentials: Credentials | None = None,
+    allow_everyone_if_no_acl_found: bool = False,
 ) -> Service:
     """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
 
@@ -93,6 +99,8 @@ def start(
     ServiceError naming the path, touching nothing there, for a storage root another running service
     holds, a directory that is neither empty nor a groupcoord root, or a root listing a partition
     whose directory is missing.
+    With `authorization` every request needs credentials and passes Kafka's ACLs; `super_users` bypass
+    them, and `admin_credentials` (the operator's) are created as a principal on first start.
     """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
@@ -105,6 +113,7 @@ def start(
         raise ServiceError("the metrics interval and the lag interval must be positive (seconds)")
     check_replication(replication_factor, min_insync_replicas)
     log_settings = _log_settings(segment_bytes, min_cleanable_ratio, min_compaction_bytes, delete_retention_ms)
+    security = security_config(authorization, super_users, admin_credentials, allow_everyone_if_no_acl_found)
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
     options = _router_options(namespace)
@@ -131,6 +140,7 @@ def start(
                 replication_factor=replication_factor,
                 min_insync_replicas=min_insync_replicas,
                 log=log_settings,
+                security=security,
             )
         )
     )

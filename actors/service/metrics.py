@@ -59,6 +59,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _histogram("groupcoord_request_latency_seconds",
                "Time from a request's arrival at the partition actor to its response (durable), by API and "
                "error code; its _count is the request rate.", LATENCY_BOUNDARIES, ("partition", "api", "error")),
+    _counter("groupcoord_auth_failures_total", "Requests refused by authentication (SASL_AUTHENTICATION_FAILED) or "
+             "authorization (GROUP/TOPIC/CLUSTER_AUTHORIZATION_FAILED), by principal and API ('unknown': credentials "
+             "naming no principal).", ("partition", "principal", "api", "error")),
     # --- the shard (Kafka's group-coordinator-metrics) ---
     _counter("groupcoord_offset_commits_total", "Offsets committed (one per partition of an OffsetCommit): "
              "Kafka's offset-commit-count."),

@@ -45,11 +45,14 @@ from groupcoord.protocol.messages import (
     SyncGroupResponse,
 )
 from groupcoord.protocol.responses import error_response
+from groupcoord.protocol.security.snapshot import SecurityConfig
 
+from .authorizer import RequestGuard
 from .logs import configure_service_logging
 from .names import ROUTER_NAME
 from .partition_runtime import PartitionRuntime
 from .process_exit import EXIT_CRASH, exit_process
+from .security_feed import CHECK_INTERVAL_S, SecurityFeed
 from .spec import LogSettings, Observability, ServiceSpec
 from .telemetry import PartitionTelemetry
 
@@ -91,6 +94,7 @@ class PartitionActor:
         namespace: str | None = None,
         observability: Observability | None = None,
         log_settings: LogSettings | None = None,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
@@ -112,6 +116,15 @@ class PartitionActor:
         self._topics_asked = 0.0
         self._router: Any = None  # the router's handle, looked up once off the event loop (see _router_handle)
         self._node = _node_facts() if namespace is not None else ("", "")
+        self._guard_requests(security, self.runtime.supervisor)
+
+    def _guard_requests(self, security: SecurityConfig | None, supervisor: Any) -> None:
+        """Check every request's credentials and ACLs from now on if the service authorizes."""
+        self.guard = RequestGuard(security, str(self.partition), self.telemetry.metrics)
+        self.security_feed = SecurityFeed(self.guard, self._namespace)
+        if self.guard.enabled:
+            self._first_feed = asyncio.get_running_loop().create_task(self.security_feed.turn())
+            supervisor.start("security", self.security_feed.turn, CHECK_INTERVAL_S)
 
     # --- the request path --------------------------------------------------------------------
 
@@ -132,7 +145,12 @@ class PartitionActor:
             self.telemetry.request_failed(api, req)
             return error_response(api, req, Errors.UNKNOWN_SERVER_ERROR)
 
-    async def _call(self, api: str, req: Any) -> Any:
+    async def _call(self, api: str, req: Any, credentials: Any = None) -> Any:
+        if self.guard.enabled:
+            return await self.guard.call(api, req, credentials, self._handle)
+        return await self._handle(api, req)
+
+    async def _handle(self, api: str, req: Any) -> Any:
         started = time.perf_counter()
         result = self._start(api, req)
         response = await self.runtime.wait(result) if isinstance(result, Deferred) else result
@@ -149,56 +167,60 @@ class PartitionActor:
 
     # --- the remote API: one method per request; each answers once its records are durable -------------
 
-    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
+    async def join_group(self, req: JoinGroupRequest, credentials: Any = None) -> JoinGroupResponse:
         """JoinGroup: join or rejoin a classic group; parks until the rebalance's join phase completes."""
-        return await self._call(Api.JOIN_GROUP, req)
+        return await self._call(Api.JOIN_GROUP, req, credentials)
 
-    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
+    async def sync_group(self, req: SyncGroupRequest, credentials: Any = None) -> SyncGroupResponse:
         """SyncGroup: the member's assignment of the current generation (the leader sends everyone's)."""
-        return await self._call(Api.SYNC_GROUP, req)
+        return await self._call(Api.SYNC_GROUP, req, credentials)
 
-    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+    async def heartbeat(self, req: HeartbeatRequest, credentials: Any = None) -> HeartbeatResponse:
         """Heartbeat: keep a classic member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
-        return await self._call(Api.HEARTBEAT, req)
+        return await self._call(Api.HEARTBEAT, req, credentials)
 
-    async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    async def leave_group(self, req: LeaveGroupRequest, credentials: Any = None) -> LeaveGroupResponse:
         """LeaveGroup: remove members (by member id or static instance id) from a classic group."""
-        return await self._call(Api.LEAVE_GROUP, req)
+        return await self._call(Api.LEAVE_GROUP, req, credentials)
 
-    async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    async def commit_offsets(self, req: OffsetCommitRequest, credentials: Any = None) -> OffsetCommitResponse:
         """OffsetCommit: store a group's offsets, answered once they are durable."""
-        return await self._call(Api.OFFSET_COMMIT, req)
+        return await self._call(Api.OFFSET_COMMIT, req, credentials)
 
-    async def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    async def fetch_offsets(self, req: OffsetFetchRequest, credentials: Any = None) -> OffsetFetchResponse:
         """OffsetFetch: a group's committed offsets (all, or of the partitions named)."""
-        return await self._call(Api.OFFSET_FETCH, req)
+        return await self._call(Api.OFFSET_FETCH, req, credentials)
 
-    async def list_groups(self, req: ListGroupsRequest | None = None) -> ListGroupsResponse:
+    async def list_groups(self, req: ListGroupsRequest | None = None, credentials: Any = None) -> ListGroupsResponse:
         """ListGroups over this partition's groups of both protocols (every group when `req` is None)."""
-        return await self._call(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest())
+        return await self._call(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest(), credentials)
 
-    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescribeGroupsResponse:
         """DescribeGroups: classic groups' state, protocol and members, in request order."""
-        return await self._call(Api.DESCRIBE_GROUPS, req)
+        return await self._call(Api.DESCRIBE_GROUPS, req, credentials)
 
-    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    async def delete_groups(self, req: DeleteGroupsRequest, credentials: Any = None) -> DeleteGroupsResponse:
         """DeleteGroups: remove empty groups with their offsets; a result per group id."""
-        return await self._call(Api.DELETE_GROUPS, req)
+        return await self._call(Api.DELETE_GROUPS, req, credentials)
 
-    async def delete_offsets(self, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    async def delete_offsets(self, req: OffsetDeleteRequest, credentials: Any = None) -> OffsetDeleteResponse:
         """OffsetDelete: remove a group's offsets of topics it does not consume (KIP-496)."""
-        return await self._call(Api.OFFSET_DELETE, req)
+        return await self._call(Api.OFFSET_DELETE, req, credentials)
 
-    async def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    async def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest, credentials: Any = None) -> ConsumerGroupHeartbeatResponse:
         """ConsumerGroupHeartbeat (KIP-848), once the shard knows the topics the request subscribes to."""
         await self._ensure_topics([req])
-        return await self._call(Api.CONSUMER_GROUP_HEARTBEAT, req)
+        return await self._call(Api.CONSUMER_GROUP_HEARTBEAT, req, credentials)
 
-    async def consumer_group_describe(self, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    async def consumer_group_describe(self, req: ConsumerGroupDescribeRequest, credentials: Any = None) -> ConsumerGroupDescribeResponse:
         """ConsumerGroupDescribe (KIP-848): consumer groups' epochs, assignor and members, in request order."""
-        return await self._call(Api.CONSUMER_GROUP_DESCRIBE, req)
+        return await self._call(Api.CONSUMER_GROUP_DESCRIBE, req, credentials)
 
-    # --- topics and batches ----------------------------------------------------------------------
+    # --- topics, security and batches -------------------------------------------------------------
+
+    async def update_security(self) -> None:
+        """The router's word that its security state changed: read it from the router now."""
+        await self.security_feed.turn()
 
     async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
         """Topic partition counts from the router (pushed when topics are created or grow)."""
@@ -218,7 +240,7 @@ class PartitionActor:
         self._topics_asked = time.monotonic()
         try:
             router = await self._router_handle()
-            described = await router.describe_topics.remote()
+            described = await router.topic_metadata.remote()
         except Exception as e:  # no router (an in-process actor) or it is restarting: use what we have
             log.warning("partition %d could not read the topics from the router: %r", self.partition, e)
             self._topics_for = coord
@@ -228,14 +250,20 @@ class PartitionActor:
         self._topics_for = coord
         coord.update_topic_metadata(self._topics)
 
-    async def batch(self, calls: list[tuple[str, Any]]) -> list[Any]:
+    async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> list[Any]:
         """Many requests in one actor call (say, the heartbeats of every member a process hosts).
 
         The (api, request) pairs are handled in order, as if sent one after another; the answer is
         their responses in the same order, once all are complete (a parked JoinGroup holds it).
         """
-        if not all(type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
+        if not isinstance(calls, list) or not all(
+                type(c) in (tuple, list) and len(c) == 2 and c[0] in _BATCH_APIS for c in calls):
             raise ValueError(f"a batch holds (api, request) pairs with api one of {sorted(_BATCH_APIS)}")
+        if self.guard.enabled:
+            return await self.guard.batch(calls, credentials, self._batch)
+        return await self._batch(calls)
+
+    async def _batch(self, calls: list[tuple[str, Any]]) -> list[Any]:
         arrived = time.perf_counter()
         heartbeats = [req for api, req in calls if api == Api.CONSUMER_GROUP_HEARTBEAT]
         if heartbeats:
@@ -268,8 +296,8 @@ class PartitionActor:
     # --- operations ------------------------------------------------------------------------------
 
     async def is_loaded(self) -> bool:
-        """Whether the log has been replayed and requests are served."""
-        return self.runtime.coord is not None
+        """Whether the log has been replayed and requests are served (with authorization: and the ACLs are known)."""
+        return self.runtime.coord is not None and self.guard.ready
 
     async def status(self) -> dict:
         """Facts for `groupcoord status`: node, load time, groups by state, members, commit rate, log, compaction."""
@@ -298,12 +326,14 @@ class PartitionActor:
             "lag_ms": rt.lag.behind_ms(),
             "max_lag_ms": rt.lag.max_lag_ms,
             "uptime_s": time.time() - self._started,
+            "security_version": self.guard.version,
+            "auth_failures": self.guard.failure_counts(),
         }
 
     async def _topic_end_offsets(self) -> dict:
         """The topics' end offsets from the router's registry, for consumer lag."""
         router = await self._router_handle()
-        return await router.describe_topics.remote()
+        return await router.topic_metadata.remote()
 
     async def _router_handle(self) -> Any:
         """The service router's handle, looked up in Ray's GCS once, in a worker thread.
@@ -318,16 +348,20 @@ class PartitionActor:
             self._router = await loop.run_in_executor(None, _lookup_router, self._namespace)
         return self._router
 
-    async def set_metrics(self, on: bool) -> bool:
+    async def set_metrics(self, on: bool, credentials: Any = None) -> bool:
         """Turn this partition's Ray metrics off or back on at runtime; returns whether they are on now.
 
         They can only come back on where the service was started with metrics; counters resume
         from the shard's totals, so nothing counted meanwhile is lost.
         """
+        if not self.guard.cluster_allowed(credentials, "set_metrics", "ALTER"):
+            return self.telemetry.recording
         return self.telemetry.set_recording(on)
 
-    async def crash(self) -> None:
-        """End this process at once, as a crash would (for fault tests and the demo)."""
+    async def crash(self, credentials: Any = None) -> None:
+        """End this process at once, as a crash would (for fault tests and the demo; ALTER on the cluster)."""
+        if not self.guard.cluster_allowed(credentials, "crash", "ALTER"):
+            return
         exit_process(EXIT_CRASH)
 
     async def close(self) -> None:

@@ -25,6 +25,7 @@ from groupcoord.protocol.messages import (
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
+from .authorizer import RequestGuard
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
 from .partition_actor import PartitionActor
@@ -33,6 +34,7 @@ from .replication.election import ReplicationManager
 from .replication.repair import REPAIR_INTERVAL_S, repair_turn
 from .replication.replica_actor import router_root_path
 from .root_check import check_service_root
+from .router_security import RouterSecurity
 from .spec import ServiceSpec
 from .supervisor import LoopSupervisor
 
@@ -56,7 +58,16 @@ def partition_actor_options(partition: int, namespace: str) -> dict:
     }
 
 
-class RouterActor:
+def _router_metrics(spec: ServiceSpec) -> Any:
+    """The router's own metrics (its auth failures), when the service exports metrics."""
+    if not spec.observability.metrics or not spec.security.authorization:
+        return None
+    from .metrics import RayMetrics
+
+    return RayMetrics(None)
+
+
+class RouterActor(RouterSecurity):
     """Creates (or finds) the partition actors of a service and answers directory and admin calls."""
 
     def __init__(self, spec: ServiceSpec) -> None:
@@ -71,6 +82,8 @@ class RouterActor:
         self.topics: TopicRegistry | None = None
         self.replication: ReplicationManager | None = None
         self._root_lock: int | None = None
+        self.security = None
+        self.guard = RequestGuard(spec.security, "router")
         # A replicated service's router runs on the head node and keeps the placement in that node's own root.
         local_path = router_root_path(spec, ray.get_runtime_context().get_node_id())
         try:
@@ -79,6 +92,7 @@ class RouterActor:
             root = StorageRoot(local_path, num_partitions, create=False)
             self._root_lock = root.lock_for_service()  # held for the router's life: one service per root
             self.topics = TopicRegistry(local_path)
+            self._open_security(local_path, _router_metrics(spec))
             if spec.replication_factor > 1:
                 self.replication = ReplicationManager(spec, self.partitions, local_path)
                 replication = self.replication
@@ -95,6 +109,7 @@ class RouterActor:
             remote_cls.options(**partition_actor_options(i, spec.namespace)).remote(
                 i, num_partitions, storage_path, spec.fsync, spec.config, spec.namespace, spec.observability,
                 log_settings=spec.log,
+                security=spec.security,
             )
             for i in range(num_partitions)
         ]
@@ -190,11 +205,11 @@ class RouterActor:
 
     # --- admin fan-out -------------------------------------------------------------------------
 
-    async def list_groups(self, req: ListGroupsRequest | None = None) -> ListGroupsResponse:
+    async def list_groups(self, req: ListGroupsRequest | None = None, credentials: Any = None) -> ListGroupsResponse:
         """ListGroups over every partition; the first partition error is reported with the rest's groups."""
         req = req if req is not None else ListGroupsRequest()
         results = await asyncio.gather(
-            *(h.list_groups.remote(req) for h in self.partitions), return_exceptions=True
+            *(h.list_groups.remote(req, credentials=credentials) for h in self.partitions), return_exceptions=True
         )
         groups, error = [], Errors.NONE
         for r in results:
@@ -213,23 +228,24 @@ class RouterActor:
             out.setdefault(partition_for(g, self.num_partitions) if isinstance(g, str) else 0, []).append(g)
         return out
 
-    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescribeGroupsResponse:
         """DescribeGroups sent to the partitions that own the groups, answered in request order."""
         parts = self._by_partition(req.group_ids)
         responses = await asyncio.gather(
             *(
-                self.partitions[p].describe_groups.remote(DescribeGroupsRequest(ids))
+                self.partitions[p].describe_groups.remote(DescribeGroupsRequest(ids), credentials=credentials)
                 for p, ids in parts.items()
             )
         )
         by_id = {d.group_id: d for resp in responses for d in resp.groups}
         return DescribeGroupsResponse([by_id[g] for g in req.group_ids if g in by_id])
 
-    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    async def delete_groups(self, req: DeleteGroupsRequest, credentials: Any = None) -> DeleteGroupsResponse:
         """DeleteGroups sent to the partitions that own the groups."""
         parts = self._by_partition(req.group_ids)
         responses = await asyncio.gather(
-            *(self.partitions[p].delete_groups.remote(DeleteGroupsRequest(ids)) for p, ids in parts.items())
+            *(self.partitions[p].delete_groups.remote(DeleteGroupsRequest(ids), credentials=credentials)
+              for p, ids in parts.items())
         )
         results: dict[str, Errors] = {}
         for resp in responses:
@@ -243,9 +259,11 @@ class RouterActor:
             raise RuntimeError(f"the service cannot open its storage: {self.error}")
         return self.topics
 
-    async def create_topic(self, name: str, partitions: int) -> Errors:
+    async def create_topic(self, name: str, partitions: int, credentials: Any = None) -> Errors:
         """Register a topic: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS or INVALID_TOPIC_EXCEPTION on bad input."""
         registry = self._registry()
+        if (denied := self._topic_allowed(credentials, "create_topic", "CREATE", name)) != Errors.NONE:
+            return denied
         if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
             return Errors.INVALID_PARTITIONS
         try:
@@ -257,8 +275,10 @@ class RouterActor:
         await self._push_topics()
         return Errors.NONE
 
-    async def create_partitions(self, name: str, total: int) -> Errors:
+    async def create_partitions(self, name: str, total: int, credentials: Any = None) -> Errors:
         """Grow a topic to `total` partitions (UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS)."""
+        if (denied := self._topic_allowed(credentials, "create_partitions", "ALTER", name)) != Errors.NONE:
+            return denied
         try:
             self._registry().set_partitions(name, total)
         except KeyError:
@@ -278,8 +298,18 @@ class RouterActor:
         except TimeoutError:
             log.warning("not every partition took the new topic metadata within 5 s")
 
-    async def describe_topics(self, names: list[str] | None = None) -> dict[str, dict]:
+    async def describe_topics(self, names: list[str] | None = None, credentials: Any = None) -> dict[str, dict]:
         """Topic name → {"partitions": n, "end_offsets": {p: offset}} for the named (or all) topics."""
+        topics = self._registry().topics
+        wanted = topics.keys() if names is None else [n for n in names if n in topics]
+        if self.guard.enabled:  # only the topics the caller may DESCRIBE (none without valid credentials)
+            principal = self.guard.authenticate(credentials)
+            authz = self.guard.authorizer
+            wanted = [n for n in wanted if principal is not None and authz.authorize(principal, "DESCRIBE", "TOPIC", n)]
+        return await self.topic_metadata(list(wanted))
+
+    async def topic_metadata(self, names: list[str] | None = None) -> dict[str, dict]:
+        """describe_topics for the service's own partitions (partition counts and end offsets, no check)."""
         topics = self._registry().topics
         wanted = topics.keys() if names is None else [n for n in names if n in topics]
         return {
@@ -287,8 +317,10 @@ class RouterActor:
             for n in wanted
         }
 
-    async def report_end_offsets(self, topic: str, offsets: dict[int, int]) -> Errors:
+    async def report_end_offsets(self, topic: str, offsets: dict[int, int], credentials: Any = None) -> Errors:
         """Record log-end offsets of a topic's partitions, for lag."""
+        if (denied := self._topic_allowed(credentials, "report_end_offsets", "ALTER", topic)) != Errors.NONE:
+            return denied
         try:
             self._registry().report_end_offsets(topic, offsets)
         except KeyError:

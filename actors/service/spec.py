@@ -11,6 +11,7 @@ from groupcoord.storage.partition_log import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_TOMBSTONE_RETENTION_MS,
 )
+from groupcoord.protocol.security.snapshot import SecurityConfig
 
 
 @dataclass(frozen=True)
@@ -56,3 +57,4 @@ class ServiceSpec:
     replication_factor: int = 1  # replicas per partition, on distinct nodes (1: one PartitionActor)
     min_insync_replicas: int = 1  # replicas (leader included) that hold a write durably before it is acknowledged
     log: LogSettings = field(default_factory=LogSettings)
+    security: SecurityConfig = field(default_factory=SecurityConfig)  # authorization off unless asked for

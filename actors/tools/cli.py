@@ -15,6 +15,7 @@ from ..service.logs import LOG_FORMATS
 from .cli_export import export, storage_root_option
 from .cli_groups import groups, offsets, topics
 from .cli_partitions import describe_partitions
+from .cli_security import acls, parse_credentials, principals, quotas
 from .cli_support import CliError, FriendlyGroup, connect_service, init_ray, print_table
 from .quiet import configure_output, ensure_ray
 
@@ -34,11 +35,14 @@ address_option = click.option(
 @namespace_option
 @address_option
 @click.option("-v", "--verbose", is_flag=True, help="Show Ray's and Spark's own log lines too.")
+@click.option("--credentials", "credentials", default=None, envvar="GROUPCOORD_CREDENTIALS", show_envvar=True,
+              metavar="User:NAME:SECRET", help="Who you are, with a service that authorizes.")
 @click.pass_context
-def main(ctx: click.Context, namespace: str, address: str | None, verbose: bool) -> None:
+def main(ctx: click.Context, namespace: str, address: str | None, verbose: bool, credentials: str | None) -> None:
     """A Kafka-style consumer-group coordinator on Ray."""
     configure_output(verbose)
-    ctx.obj = {"namespace": namespace, "address": address, "verbose": verbose}
+    ctx.obj = {"namespace": namespace, "address": address, "verbose": verbose,
+               "credentials": parse_credentials(credentials)}
 
 
 def _start_local_ray() -> None:
@@ -81,11 +85,15 @@ def _start_local_ray() -> None:
               help="Replicas per offsets partition, on distinct nodes ({node_id} in --storage names each node's disk).")
 @click.option("--min-insync-replicas", type=click.IntRange(min=1), default=1, show_default=True,
               help="Replicas that hold a write before it is acknowledged (at least a majority).")
+@click.option("--authorization/--no-authorization", default=False, show_default=True,
+              help="Require credentials and Kafka's ACLs for every request (--credentials become the admin's).")
+@click.option("--super-user", "super_users", multiple=True, metavar="User:NAME", help="Bypasses ACLs (repeatable).")
 @namespace_option
 @address_option
 @click.pass_context
 def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str,
-          replication_factor: int, min_insync_replicas: int, namespace: str, address: str | None) -> None:
+          replication_factor: int, min_insync_replicas: int, authorization: bool, super_users: tuple[str, ...],
+          namespace: str, address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -103,6 +111,8 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool
         svc = service.start(
             num_partitions, storage_path, namespace, fsync, observability=observability,
             replication_factor=replication_factor, min_insync_replicas=min_insync_replicas,
+            authorization=authorization, super_users=super_users,
+            admin_credentials=ctx.obj["credentials"] if authorization else None,
         )
     except ServiceError as e:
         raise CliError(str(e)) from None
@@ -232,6 +242,9 @@ main.add_command(export)
 main.add_command(offsets)
 main.add_command(topics)
 main.add_command(describe_partitions)
+main.add_command(principals)
+main.add_command(acls)
+main.add_command(quotas)
 
 
 if __name__ == "__main__":

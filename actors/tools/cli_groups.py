@@ -16,7 +16,8 @@ from .offset_reset import RESET_KINDS, ResetSpec, export_csv, parse_topic_arg, p
 
 
 def _admin(ctx: click.Context) -> AdminClient:
-    return AdminClient(connect_service(ctx.obj["address"], ctx.obj["namespace"]))
+    service = connect_service(ctx.obj["address"], ctx.obj["namespace"])
+    return AdminClient(service, credentials=ctx.obj.get("credentials"))
 
 
 PAGE_SIZE = 1000  # groups per page of `groups list`

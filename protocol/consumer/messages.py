@@ -59,6 +59,7 @@ class ConsumerGroupHeartbeatResponse:
     member_epoch: int
     heartbeat_interval_ms: int
     assignment: list[TopicPartition] | None
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,4 @@ class ConsumerGroupDescribeResponse:
     """The described groups, in request order."""
 
     groups: list[DescribedConsumerGroup]
+    throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)

@@ -45,6 +45,8 @@ ALLOWED = {
     # offsets/ reads both kinds of group (the offsets of a group depend on the group, never the reverse).
     f"{P}.offsets": PROTOCOL_ROOT | SHARD_RUNTIME | {f"{P}.offsets", f"{P}.classic", f"{P}.consumer"},
     f"{P}.assignors": PROTOCOL_ROOT | {f"{P}.assignors"},
+    # security/: Kafka's ACL model and per-API table, over the shared vocabulary's requests and responses.
+    f"{P}.security": PROTOCOL_ROOT | {f"{P}.security", f"{P}.consumer.messages"},
     "groupcoord.storage": {"groupcoord.storage", P},
     "groupcoord.spark": {"groupcoord.spark", "groupcoord.storage", P},
     "groupcoord.actors": {"groupcoord.actors.client", "groupcoord.actors.service"},  # the package __init__

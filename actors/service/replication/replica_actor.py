@@ -156,6 +156,7 @@ class ReplicaActor(PartitionActor):
         self.supervisor = LoopSupervisor(partition, self._watch_failed)
         self.supervisor.start("leader watch", self._watch_turn, LEADER_TIMEOUT_S / 10)
         self.supervisor.start("follower compaction", self._compaction_turn, compaction_interval_s)
+        self._guard_requests(spec.security, self.supervisor)
 
     # --- the local log and the standby shard ---------------------------------------------------------
 
@@ -234,7 +235,7 @@ class ReplicaActor(PartitionActor):
 
     async def is_loaded(self) -> bool:
         """Whether this replica leads and serves requests."""
-        return self.runtime is not None and self.runtime.coord is not None
+        return self.runtime is not None and self.runtime.coord is not None and self.guard.ready
 
     async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
         """Topic partition counts from the router; a follower keeps them for when it leads."""

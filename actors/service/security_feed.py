@@ -1,0 +1,49 @@
+"""Keeps a service actor's security snapshot current: pulled from the router at start, when the router
+says a new version exists, and by a version check every half second in case such a word was lost.
+
+Only the router's own answer is trusted: a call that says "there is news" carries none, so a
+process that calls it can make a partition ask the router sooner, nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .authorizer import RequestGuard
+from .names import ROUTER_NAME
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 0.5
+
+
+class SecurityFeed:
+    """Pulls the router's security snapshot into `guard` whenever the router's version is newer."""
+
+    def __init__(self, guard: RequestGuard, namespace: str | None) -> None:
+        self.guard = guard
+        self.namespace = namespace
+        self._router: Any = None
+        self._busy = False
+
+    async def turn(self) -> None:
+        """One version check (and pull if newer); failures are logged and retried at the next turn."""
+        if self.namespace is None or self._busy:
+            return
+        self._busy = True
+        try:
+            import ray
+
+            if self._router is None:
+                self._router = ray.get_actor(ROUTER_NAME, namespace=self.namespace)
+            version = await self._router.security_version.remote()
+            if version > self.guard.version:
+                snapshot = await self._router.security_snapshot.remote()
+                if self.guard.install(snapshot):
+                    log.info("%s: security state version %d in force", self.guard.where, snapshot.version)
+        except Exception as e:  # the router is restarting: keep what we have, ask again
+            log.debug("%s: could not read the security state from the router: %r", self.guard.where, e)
+            self._router = None
+        finally:
+            self._busy = False
