@@ -207,12 +207,16 @@ class PartitionActor:
         """OffsetDelete: remove a group's offsets of topics it does not consume (KIP-496)."""
         return await self._call(Api.OFFSET_DELETE, req, credentials)
 
-    async def consumer_group_heartbeat(self, req: ConsumerGroupHeartbeatRequest, credentials: Any = None) -> ConsumerGroupHeartbeatResponse:
+    async def consumer_group_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, credentials: Any = None
+    ) -> ConsumerGroupHeartbeatResponse:
         """ConsumerGroupHeartbeat (KIP-848), once the shard knows the topics the request subscribes to."""
         await self._ensure_topics([req])
         return await self._call(Api.CONSUMER_GROUP_HEARTBEAT, req, credentials)
 
-    async def consumer_group_describe(self, req: ConsumerGroupDescribeRequest, credentials: Any = None) -> ConsumerGroupDescribeResponse:
+    async def consumer_group_describe(
+        self, req: ConsumerGroupDescribeRequest, credentials: Any = None
+    ) -> ConsumerGroupDescribeResponse:
         """ConsumerGroupDescribe (KIP-848): consumer groups' epochs, assignor and members, in request order."""
         return await self._call(Api.CONSUMER_GROUP_DESCRIBE, req, credentials)
 

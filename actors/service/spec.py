@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from groupcoord.protocol.config import GroupConfig
+from groupcoord.protocol.security.snapshot import SecurityConfig
 from groupcoord.storage.partition_log import (
     DEFAULT_MIN_COMPACTION_BYTES,
     DEFAULT_MIN_DIRTY_RATIO,
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_TOMBSTONE_RETENTION_MS,
 )
-from groupcoord.protocol.security.snapshot import SecurityConfig
 
 
 @dataclass(frozen=True)
