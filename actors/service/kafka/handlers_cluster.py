@@ -24,6 +24,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 # A Fetch waits at most this long for records that never come (Kafka's replica.fetch.wait.max.ms-like bound).
 FETCH_WAIT_CAP_MS = 30_000
 GROUP_KEY_TYPE = 0
+# More partitions than this in one topic are refused: every Metadata answer lists them all.
+MAX_TOPIC_PARTITIONS = 100_000
 
 
 def _partition_meta(index: int) -> dict:
@@ -91,12 +93,11 @@ async def create_topics(ctx: RequestContext, req: Any) -> dict:
             error = Errors.INVALID_REPLICATION_FACTOR
             message = (f"Unable to replicate the partition {t.replication_factor} time(s): "
                        "the only broker is the listener.")
+        elif not 1 <= count <= MAX_TOPIC_PARTITIONS:
+            error, message = Errors.INVALID_PARTITIONS, f"a topic has 1 to {MAX_TOPIC_PARTITIONS} partitions"
         elif req.validate_only:
-            known = await ctx.bridge.topics(fresh=True)
-            if t.name in known:
+            if t.name in await ctx.bridge.topics(fresh=True):
                 error, message = Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-            elif count < 1:
-                error = Errors.INVALID_PARTITIONS
         else:
             try:
                 error = Errors(await ctx.bridge.router_call("create_topic", t.name, count))

@@ -67,6 +67,7 @@ class KafkaListener:
         self.connections = 0  # open now
         self.requests = 0  # served since start
         self.closed_for_bad_input = 0
+        self.handler_failures = 0  # requests that parsed but whose handler raised: bugs, logged with their trace
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -90,9 +91,9 @@ class KafkaListener:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def stats(self) -> dict[str, int]:
-        """Open connections, requests served, connections closed for bad input."""
+        """Open connections, requests served, connections closed for bad input, handler failures."""
         return {"connections": self.connections, "requests": self.requests,
-                "closed_for_bad_input": self.closed_for_bad_input}
+                "closed_for_bad_input": self.closed_for_bad_input, "handler_failures": self.handler_failures}
 
     # --- one connection -------------------------------------------------------------------------
 
@@ -187,6 +188,7 @@ class KafkaListener:
             values = await handler(ctx, body)
             data = encode_response(correlation_id, build(response_class(api_key, version), values))
         except Exception:
+            self.handler_failures += 1
             log.exception("%s v%d from %s failed; closing the connection", name, version, client_host)
             return None
         self.requests += 1
