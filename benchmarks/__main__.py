@@ -31,6 +31,7 @@ OTHERS = {
     "spark": "benchmarks.bench_spark",
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
+    "kafka-wire": "benchmarks.bench_kafka_wire",  # confluent-kafka (a test dependency) through the Kafka listener
 }
 
 

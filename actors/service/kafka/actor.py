@@ -72,8 +72,8 @@ class KafkaListenerActor:
         bootstrap = f"{listener.advertised_host}:{listener.port}" if listener is not None else None
         return {"bootstrap": bootstrap, "error": self.error}
 
-    def stats(self) -> dict[str, int]:
-        """The listener's counters (open connections, requests served, connections closed for bad input)."""
+    def stats(self) -> dict[str, Any]:
+        """The listener's counters (connections, requests by API version, bad input, handler failures)."""
         return self.listener.stats() if self.listener is not None else {}
 
     def close(self) -> None:

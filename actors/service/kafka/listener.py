@@ -68,6 +68,7 @@ class KafkaListener:
         self.requests = 0  # served since start
         self.closed_for_bad_input = 0
         self.handler_failures = 0  # requests that parsed but whose handler raised: bugs, logged with their trace
+        self.served: dict[str, int] = {}  # "JoinGroup v9" -> requests answered at that version
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -90,10 +91,12 @@ class KafkaListener:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def stats(self) -> dict[str, int]:
-        """Open connections, requests served, connections closed for bad input, handler failures."""
+    def stats(self) -> dict[str, Any]:
+        """Open connections, requests served (in all and by API version), connections closed for bad input,
+        handler failures."""
         return {"connections": self.connections, "requests": self.requests,
-                "closed_for_bad_input": self.closed_for_bad_input, "handler_failures": self.handler_failures}
+                "closed_for_bad_input": self.closed_for_bad_input, "handler_failures": self.handler_failures,
+                "served": dict(self.served)}
 
     # --- one connection -------------------------------------------------------------------------
 
@@ -192,6 +195,8 @@ class KafkaListener:
             log.exception("%s v%d from %s failed; closing the connection", name, version, client_host)
             return None
         self.requests += 1
+        key = f"{name} v{version}"
+        self.served[key] = self.served.get(key, 0) + 1
         return data
 
 
