@@ -11,11 +11,11 @@ from conftest import TOPIC
 class PythonConsumer(threading.Thread):
     """A kafka-python KafkaConsumer polling in its own thread; what it owns is readable from the test."""
 
-    def __init__(self, bootstrap: str, group: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, name: str, session_timeout_ms: int = 10000) -> None:
         super().__init__(name=name, daemon=True)
         self.consumer = kafka.KafkaConsumer(
             TOPIC, bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
-            heartbeat_interval_ms=200, session_timeout_ms=6000, fetch_max_wait_ms=100,
+            heartbeat_interval_ms=200, session_timeout_ms=session_timeout_ms, fetch_max_wait_ms=100,
         )
         self.owned: set[tuple[str, int]] = set()
         self.commits: list[dict] = []

@@ -57,7 +57,9 @@ def project(rows: list[dict[str, str]], columns: list[str]) -> list[tuple[str, .
 
 
 def test_list_describe_reset_and_delete_agree_with_groupcoord(kafka_service, kafka_bootstrap, tool):
-    member = PythonConsumer(kafka_bootstrap, GROUP, "tool-member")
+    # A long session: three JVMs starting at once load the machine, and a member expelled meanwhile would
+    # rebalance between the tool's view and ours.
+    member = PythonConsumer(kafka_bootstrap, GROUP, "tool-member", session_timeout_ms=60000)
     member.start()
     try:
         wait_for(lambda: len(member.owned) == 6, 60, "the consumer to own the topic")

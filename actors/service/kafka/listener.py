@@ -70,7 +70,8 @@ class KafkaListener:
         self.handler_failures = 0  # requests that parsed but whose handler raised: bugs, logged with their trace
         self.served: dict[str, int] = {}  # "JoinGroup v9" -> requests answered at that version
         self._server: asyncio.AbstractServer | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task] = set()  # connections
+        self._requests: set[asyncio.Task] = set()
 
     @property
     def endpoint(self) -> Endpoint:
@@ -107,21 +108,18 @@ class KafkaListener:
         self.connections += 1
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if peer else "/unknown"
-        answers: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        answers: asyncio.Queue[asyncio.Task] = asyncio.Queue(MAX_IN_FLIGHT)
         sender = asyncio.create_task(self._send(answers, writer))
         try:
             await self._read(reader, answers, client_host, sender)
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            pass  # the client went away (or the sender closed): requests already read still run to their end
         except _Close as e:
             self.closed_for_bad_input += 1
             log.info("closing Kafka connection from %s: %s", client_host, e)
         finally:
-            await answers.put(None)
-            try:
-                await sender
-            except Exception as e:  # the sender's own failures end only this connection
-                log.debug("Kafka connection from %s: %r", client_host, e)
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
             writer.close()
             self.connections -= 1
             self._tasks.discard(task)
@@ -129,7 +127,7 @@ class KafkaListener:
     async def _read(self, reader: asyncio.StreamReader, answers: asyncio.Queue, client_host: str,
                     sender: asyncio.Task) -> None:
         barrier: list[asyncio.Task] = []  # requests not answered yet, which a membership/admin request waits for
-        while not sender.done():
+        while True:
             try:
                 size_bytes = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
             except TimeoutError:
@@ -141,36 +139,47 @@ class KafkaListener:
                 frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
             except TimeoutError:
                 raise _Close(f"frame of {size} bytes not complete within {self.frame_timeout_s} s") from None
-            answer = self._dispatch(frame, client_host, [t for t in barrier if not t.done()])
-            barrier = [t for t in barrier if not t.done()] + [answer]
-            await answers.put(answer)
+            barrier = [t for t in barrier if not t.done()]
+            answer = self._dispatch(frame, client_host, barrier)
+            barrier.append(answer)
+            # Past MAX_IN_FLIGHT unanswered requests the connection is not read until one is answered.
+            queued = asyncio.ensure_future(answers.put(answer))
+            await asyncio.wait({queued, sender}, return_when=asyncio.FIRST_COMPLETED)
+            if sender.done():
+                queued.cancel()
+                return
 
     async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
         while True:
             task = await answers.get()
-            if task is None:
-                return
-            data = await task
+            data = await asyncio.shield(task)  # a connection that ends does not cancel its requests
             if data is None:
                 writer.close()  # the request closes the connection; later answers are not sent
                 return
             writer.write(data)
             await writer.drain()
 
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        """A request's task, referenced until it ends (it outlives its connection if the client goes away)."""
+        task = asyncio.create_task(coro)
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+        return task
+
     def _dispatch(self, frame: bytes, client_host: str, earlier: list[asyncio.Task]) -> asyncio.Task:
         """Start answering one frame: a task giving the response frame, or None to close the connection."""
         try:
             api_key, version, correlation_id = peek_header(frame)
         except MalformedRequest as e:
-            return asyncio.create_task(self._refuse(str(e)))
+            return self._spawn(self._refuse(str(e)))
         if api_key == API_VERSIONS_KEY and not supported(api_key, version):
             # KIP-511: a client newer than the server learns the server's versions from a v0 answer.
             body = build(response_class(API_VERSIONS_KEY, 0), api_versions_answer(Errors.UNSUPPORTED_VERSION))
-            return asyncio.create_task(_done(encode_response(correlation_id, body)))
+            return self._spawn(_done(encode_response(correlation_id, body)))
         if not supported(api_key, version):
-            return asyncio.create_task(self._refuse(f"api key {api_key} version {version} is not served"))
+            return self._spawn(self._refuse(f"api key {api_key} version {version} is not served"))
         wait_for = () if api_key in _CONCURRENT_APIS else tuple(earlier)
-        return asyncio.create_task(self._answer(frame, api_key, version, correlation_id, client_host, wait_for))
+        return self._spawn(self._answer(frame, api_key, version, correlation_id, client_host, wait_for))
 
     async def _refuse(self, why: str) -> None:
         self.closed_for_bad_input += 1
