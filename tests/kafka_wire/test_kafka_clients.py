@@ -15,7 +15,7 @@ from conftest import TOPIC
 from kafka_consumers import PythonConsumer
 from waiting import wait_for
 
-from groupcoord.actors import AdminClient, GroupMember
+from groupcoord.actors import AdminClient, GroupMember, connect
 from groupcoord.protocol import OffsetAndMetadata, TopicPartition
 
 ALL = {(TOPIC, p) for p in range(6)}
@@ -83,6 +83,10 @@ def _confluent_round_trip(bootstrap: str, group: str, protocol: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_connect_finds_the_listener(kafka_service, kafka_bootstrap):
+    assert connect(kafka_service.namespace).kafka_bootstrap == kafka_bootstrap
 
 
 def test_confluent_kafka_classic_protocol(kafka_service, kafka_bootstrap):
