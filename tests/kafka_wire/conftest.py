@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from kafka_wire_names import NAMESPACE, TOPIC
 from services import running_service
 
 from groupcoord.actors import AdminClient
-
-NAMESPACE = "gc-test-kafka-wire"
-TOPIC = "orders"
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import kafka
-from conftest import TOPIC
+from kafka_wire_names import TOPIC
 
 
 class PythonConsumer(threading.Thread):

@@ -10,10 +10,10 @@ import threading
 
 import pytest
 import ray
-from conftest import TOPIC
+from kafka_wire_frames import call, connect, decode_response, raw_frame, read_frame, request_frame
+from kafka_wire_names import TOPIC
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from wire import call, connect, decode_response, raw_frame, read_frame, request_frame
 
 from groupcoord.actors.service.kafka import APIS, KAFKA_LISTENER_NAME, KafkaListener, ServiceBridge
 from groupcoord.actors.service.kafka.bridge import cluster_id_of

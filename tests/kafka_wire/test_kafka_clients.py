@@ -11,8 +11,8 @@ from aiokafka.structs import OffsetAndMetadata as AioOffset
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from conftest import TOPIC
 from kafka_consumers import PythonConsumer
+from kafka_wire_names import TOPIC
 from waiting import wait_for
 
 from groupcoord.actors import AdminClient, GroupMember, connect

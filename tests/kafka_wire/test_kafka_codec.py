@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from kafka_wire_frames import request_frame
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
-from wire import request_frame
 
 from groupcoord.actors import ServiceError, start
 from groupcoord.actors.service.kafka import APIS, parse_listener

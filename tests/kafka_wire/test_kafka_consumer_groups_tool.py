@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import kafka
 import pytest
 from click.testing import CliRunner
-from conftest import NAMESPACE, TOPIC
 from kafka_consumers import PythonConsumer
+from kafka_wire_names import NAMESPACE, TOPIC
 from waiting import wait_for
 
 from benchmarks.kafka.dist import classpath
