@@ -40,6 +40,7 @@ OTHERS = {
     "docs": "benchmarks.docs_tables",  # docs/benchmarks.md's figures from benchmarks/results/*.json
     "test-mutations": "benchmarks.mutations",  # deliberate breaks of the product, each caught by a test
     "security": "benchmarks.bench_security",  # commits/s with authorization on vs off
+    "kafka-wire": "benchmarks.bench_kafka_wire",  # confluent-kafka (a test dependency) through the Kafka listener
 }
 
 

@@ -24,6 +24,7 @@ from groupcoord.storage.root import PARTITION_DIR_PREFIX, ROOT_LOCK_FILE
 from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
+from .kafka import ensure_listener, listener_bootstrap, parse_listener, stop_listener
 from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
 from .replication.election import alive_node_ids
@@ -85,6 +86,7 @@ def start(
     super_users: Sequence[str] = (),
     admin_credentials: Credentials | None = None,
     allow_everyone_if_no_acl_found: bool = False,
+    kafka_listener: str | None = None,
 ) -> Service:
     """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
 
@@ -101,6 +103,8 @@ def start(
     whose directory is missing.
     With `authorization` every request needs credentials and passes Kafka's ACLs; `super_users` bypass
     them, and `admin_credentials` (the operator's) are created as a principal on first start.
+    `kafka_listener` ("host:port", port 0: any free one) also serves Kafka's protocol there (see
+    `Service.kafka_bootstrap`).
     """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
@@ -114,6 +118,11 @@ def start(
     check_replication(replication_factor, min_insync_replicas)
     log_settings = _log_settings(segment_bytes, min_cleanable_ratio, min_compaction_bytes, delete_retention_ms)
     security = security_config(authorization, super_users, admin_credentials, allow_everyone_if_no_acl_found)
+    if kafka_listener is not None:
+        try:
+            parse_listener(kafka_listener)
+        except ValueError as e:
+            raise ServiceError(str(e)) from None
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
     options = _router_options(namespace)
@@ -155,6 +164,11 @@ def start(
         )
     if not ray.get(router.wait_ready.remote(wait_ready_s)):
         raise ServiceError(f"partitions did not load their logs within {wait_ready_s} s")
+    if kafka_listener is not None:
+        try:
+            ensure_listener(namespace, kafka_listener)
+        except RuntimeError as e:
+            raise ServiceError(str(e)) from None
     return _handle(router, info)
 
 
@@ -196,6 +210,7 @@ def _handle(router: Any, info: dict) -> Service:
         info["storage_path"],
         router,
         ray.get(router.partition_handles.remote()),
+        listener_bootstrap(info["namespace"]),
     )
 
 
@@ -207,6 +222,7 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> bool:
     if router is None:
         return False
     info = ray.get(router.info.remote())
+    stop_listener(namespace)
     ray.get(router.stop_partitions.remote())
     ray.kill(router, no_restart=True)
     _wait_storage_released(info["storage_path"], info["num_partitions"])

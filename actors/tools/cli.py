@@ -88,12 +88,14 @@ def _start_local_ray() -> None:
 @click.option("--authorization/--no-authorization", default=False, show_default=True,
               help="Require credentials and Kafka's ACLs for every request (--credentials become the admin's).")
 @click.option("--super-user", "super_users", multiple=True, metavar="User:NAME", help="Bypasses ACLs (repeatable).")
+@click.option("--kafka-listener", metavar="HOST:PORT", default=None,
+              help="Also serve Kafka's protocol there, for Kafka's own clients and tools (port 0: any free port).")
 @namespace_option
 @address_option
 @click.pass_context
 def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str,
           replication_factor: int, min_insync_replicas: int, authorization: bool, super_users: tuple[str, ...],
-          namespace: str, address: str | None) -> None:
+          kafka_listener: str | None, namespace: str, address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -113,12 +115,14 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool
             replication_factor=replication_factor, min_insync_replicas=min_insync_replicas,
             authorization=authorization, super_users=super_users,
             admin_credentials=ctx.obj["credentials"] if authorization else None,
+            kafka_listener=kafka_listener,
         )
     except ServiceError as e:
         raise CliError(str(e)) from None
     click.echo(
         f"groupcoord is running in namespace {svc.namespace!r}: {svc.num_partitions} partitions, "
         f"storage {svc.storage_path}, fsync {fsync}"
+        + (f"; Kafka listener at {svc.kafka_bootstrap}" if svc.kafka_bootstrap else "")
     )
 
 

@@ -66,6 +66,15 @@ ALLOWED = {
         "groupcoord.storage",
         P,
     },
+    # The Kafka listener is a client of the partition actors on behalf of Kafka connections: its requests go
+    # through the one request coalescer the client library uses (shared batch calls), not a second copy of it.
+    "groupcoord.actors.service.kafka": {
+        "groupcoord.actors.service",
+        "groupcoord.actors.client.handle",
+        "groupcoord.actors.client.coalescer",
+        "groupcoord.storage",
+        "groupcoord.protocol",
+    },
 }
 FORBIDDEN_EXTERNAL = {"groupcoord.storage": {"ray", "pyspark", "raydp"}, "groupcoord.spark": {"ray.actor"}}
 for _rule in ALLOWED:
