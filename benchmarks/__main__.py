@@ -31,6 +31,8 @@ OTHERS = {
     "spark": "benchmarks.bench_spark",
     "replication": "benchmarks.bench_replication",  # a ray.cluster_utils.Cluster of its own
     "replication-chaos": "benchmarks.replication_chaos",  # the long run: >= 30 node losses
+    "conformance": "benchmarks.kafka.conformance",  # differential: Kafka 4.4 against another target
+    "vs-kafka": "benchmarks.kafka.vs_kafka",  # the same load against Kafka 4.4 and groupcoord
 }
 
 
