@@ -41,6 +41,11 @@ GROUP_SETTINGS: dict[str, str] = {
     "group.consumer.min.heartbeat.interval.ms": "100",
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.max.size": "1000000",
+    # Kafka 4.4 batches KIP-848 target assignments (KIP-1263); compute them in the heartbeat that
+    # changes the group, as groupcoord does, so that epochs do not depend on timing.
+    "group.consumer.min.assignment.interval.ms": "0",
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.assignor.offload.enable": "false",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "4",
     "offsets.retention.minutes": "10080",

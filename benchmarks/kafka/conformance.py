@@ -33,7 +33,7 @@ class ConformanceReport:
     seconds: float = 0.0
 
 
-def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settle: float = 0.25,
+def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settle: float = 0.4,
              shrink: bool = True) -> ConformanceReport:
     """Compare every seed's sequence on both targets; confirm, shrink and collect the divergences."""
     started = time.perf_counter()
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sequences", type=int, default=10_000)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--settle", type=float, default=0.25, help="seconds a JoinGroup/SyncGroup may take")
+    parser.add_argument("--settle", type=float, default=0.4, help="seconds a JoinGroup/SyncGroup may take")
     parser.add_argument("--left", help="bootstrap of one side (default: a Kafka broker started here)")
     parser.add_argument("--right", help="bootstrap of the other side (default: the same Kafka broker)")
     args = parser.parse_args(argv)

@@ -104,7 +104,7 @@ class RunResult:
     groups: tuple[str, str]
 
 
-def run_sequence(target: Target, steps: tuple[Step, ...], settle: float = 0.25, timeout: float = 15.0) -> RunResult:
+def run_sequence(target: Target, steps: tuple[Step, ...], settle: float = 0.4, timeout: float = 15.0) -> RunResult:
     """Send `steps` to `target` with fresh group ids; every step's answer (or what became of it)."""
     tag = uuid.uuid4().hex[:10]
     groups = (f"conf-{tag}", f"conf-{tag}-b")
@@ -252,7 +252,7 @@ class Divergence:
         return "\n".join(lines)
 
 
-def compare(steps: tuple[Step, ...], a: Target, b: Target, settle: float = 0.25) -> Divergence | None:
+def compare(steps: tuple[Step, ...], a: Target, b: Target, settle: float = 0.4) -> Divergence | None:
     """Run `steps` against both targets; the first differing step, or None."""
     left = normalise(run_sequence(a, steps, settle), a)
     right = normalise(run_sequence(b, steps, settle), b)
@@ -275,7 +275,7 @@ def shrink(steps: tuple[Step, ...], diverges: Callable[[tuple[Step, ...]], bool]
     return current
 
 
-def confirmed_divergence(steps: tuple[Step, ...], a: Target, b: Target, settle: float = 0.25,
+def confirmed_divergence(steps: tuple[Step, ...], a: Target, b: Target, settle: float = 0.4,
                          reruns: int = 1) -> Divergence | None:
     """A divergence that reproduces on every one of `reruns` further runs, shrunk; else None."""
     first = compare(steps, a, b, settle)

@@ -44,7 +44,7 @@ class SlotState:
     """What one member remembers of its target's answers."""
 
     slot: int
-    consumer_member_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    consumer_member_id: str = ""
     member_id: str = ""
     generation: int = -1
     epoch: int = 0
@@ -54,6 +54,12 @@ class SlotState:
     assignment: dict[str, tuple[int, ...]] = field(default_factory=dict)
     consumer_static: bool = False
     consumer_topics: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The same id for a slot in every run (runs never share a group): Kafka's assignors break ties by
+        # member order, so random ids would make two runs of one sequence assign differently.
+        if not self.consumer_member_id:
+            self.consumer_member_id = str(uuid.uuid5(uuid.NAMESPACE_OID, f"groupcoord-harness-slot-{self.slot}"))
 
     def instance_id(self, step: Step, run_tag: str) -> str | None:
         """The static member's group.instance.id (unique per run), or None for a dynamic member."""

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18  # its response header is always v0, whatever the version (KIP-511)
 _SIZE = struct.Struct(">i")
+_CID = struct.Struct(">i")  # a request's correlation id: bytes 8-12 of its frame
 
 
 class WireError(RuntimeError):
@@ -47,7 +48,8 @@ def response_class(api: str, version: int) -> type:
     return load_entity_schema(api, version, EntityType.response)
 
 
-def _response_type_of(request: Any) -> type:
+def response_type_of(request: Any) -> type:
+    """The kio response dataclass answering `request`."""
     from kio.index import load_response_from_request
 
     return load_response_from_request(type(request))
@@ -127,19 +129,30 @@ class KafkaConnection:
             self._sock.sendall(frame)
         except OSError as e:
             raise WireError(f"send to {self.address} failed: {e}") from e
-        self._pending.append(_Pending(cid, _response_type_of(request), time.monotonic()))
+        self._pending.append(_Pending(cid, response_type_of(request), time.monotonic()))
+        return cid
+
+    def send_encoded(self, frame: bytes, response_type: type) -> int:
+        """Send a frame of `encode_request` again under a new correlation id (no re-encoding: for load)."""
+        cid = self._next_id
+        self._next_id += 1
+        try:
+            self._sock.sendall(frame[:8] + _CID.pack(cid) + frame[12:])
+        except OSError as e:
+            raise WireError(f"send to {self.address} failed: {e}") from e
+        self._pending.append(_Pending(cid, response_type, time.monotonic()))
         return cid
 
     def poll(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the oldest answer to be complete; True if it is."""
         deadline = time.monotonic() + timeout
         while not self._frame_ready():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
+            remaining = max(0.0, deadline - time.monotonic())
             readable, _, _ = select.select([self._sock], [], [], remaining)
             if readable:
                 self._read_some()
+            elif remaining <= 0:
+                return False
         return True
 
     def receive(self, timeout: float | None = None) -> Any:
