@@ -122,7 +122,8 @@ def commits_per_second(bootstrap: str, topic: str, clients: int = 64, partitions
             "p99_ms": 1000 * lat[int(len(lat) * 0.99)] if lat else None}
 
 
-def _join_classic(conns: list[KafkaConnection], group: str, topic: str, timeout: float = 600.0) -> list[tuple[str, int]]:
+def _join_classic(conns: list[KafkaConnection], group: str, topic: str,
+                  timeout: float = 600.0) -> list[tuple[str, int]]:
     """Run len(conns) dynamic members (one connection each) as clients do until all are synced in one generation.
 
     A member joins (again with the id of MEMBER_ID_REQUIRED), syncs (the leader with every member's
@@ -153,6 +154,9 @@ def _join_classic(conns: list[KafkaConnection], group: str, topic: str, timeout:
     deadline = time.perf_counter() + timeout
     while True:
         if all(clean) and len(set(gens)) == 1:
+            for c in conns:  # the last heartbeats' answers
+                while c.in_flight:
+                    c.receive()
             return list(zip(ids, gens, strict=True))
         if time.perf_counter() > deadline:
             raise WireError(f"{group}: no stable generation in {timeout} s: {state} {gens} {clean}")

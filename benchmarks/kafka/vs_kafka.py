@@ -102,7 +102,8 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict:
     out: dict = {}
     b = peer.bootstrap
     load.create_topic(b, "bench-commits", args.partitions)
-    load.create_topic(b, "bench-members", max(args.members, 1))
+    # 500 partitions: Kafka 4.4 gave a KIP-848 member of a 1,000-partition topic an empty assignment here
+    load.create_topic(b, "bench-members", min(max(args.members, 1), 500))
     print(f"  [{peer.name}] commits: {args.clients} clients x {args.partitions} partitions, {args.seconds:.0f} s")
     out["commits"] = load.commits_per_second(b, "bench-commits", clients=args.clients, partitions=args.partitions,
                                              seconds=args.seconds)
