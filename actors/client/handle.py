@@ -35,6 +35,7 @@ class Service:
     storage_path: str
     router: Any
     partitions: list[Any] = field(default_factory=list)
+    kafka_bootstrap: str | None = None  # "host:port" of the service's Kafka listener, if it has one
 
     def find_coordinator(self, group_id: str) -> tuple[int, Any]:
         """The partition owning `group_id` and its actor, computed locally (no router hop)."""

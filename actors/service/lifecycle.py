@@ -18,6 +18,7 @@ from groupcoord.storage.writer import LOCK_FILE
 
 from ..client.handle import Service, ServiceError
 from .election import alive_node_ids
+from .kafka import ensure_listener, listener_bootstrap, parse_listener, stop_listener
 from .logs import LOG_FORMATS
 from .names import ROUTER_NAME
 from .placement import check_alive_nodes, check_replication, head_node_id
@@ -69,6 +70,7 @@ def start(
     observability: Observability | None = None,
     replication_factor: int = 1,
     min_insync_replicas: int = 1,
+    kafka_listener: str | None = None,
 ) -> Service:
     """Start the service on the current Ray cluster (or a local one), or reconnect to it if it runs.
 
@@ -78,7 +80,8 @@ def start(
     `{node_id}` in `storage_path` names each node's own root (the router's is the head node's).
     ServiceError naming the path, touching nothing there, for a storage root another running service
     holds, a directory that is neither empty nor a groupcoord root, or a root listing a partition
-    whose directory is missing.
+    whose directory is missing. `kafka_listener` ("host:port", port 0: any free one) also serves Kafka's
+    protocol there (see `Service.kafka_bootstrap`).
     """
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise ServiceError(f"num_partitions must be a positive int, got {num_partitions!r}")
@@ -90,6 +93,11 @@ def start(
     if not observability.interval_s > 0 or not observability.lag_interval_s > 0:
         raise ServiceError("the metrics interval and the lag interval must be positive (seconds)")
     check_replication(replication_factor, min_insync_replicas)
+    if kafka_listener is not None:
+        try:
+            parse_listener(kafka_listener)
+        except ValueError as e:
+            raise ServiceError(str(e)) from None
     storage_path = os.path.abspath(storage_path or DEFAULT_STORAGE_PATH)
     _ensure_ray(address, namespace)
     options = _router_options(namespace)
@@ -129,6 +137,11 @@ def start(
         )
     if not ray.get(router.wait_ready.remote(wait_ready_s)):
         raise ServiceError(f"partitions did not load their logs within {wait_ready_s} s")
+    if kafka_listener is not None:
+        try:
+            ensure_listener(namespace, kafka_listener)
+        except RuntimeError as e:
+            raise ServiceError(str(e)) from None
     return _handle(router, info)
 
 
@@ -158,6 +171,7 @@ def _handle(router: Any, info: dict) -> Service:
         info["storage_path"],
         router,
         ray.get(router.partition_handles.remote()),
+        listener_bootstrap(info["namespace"]),
     )
 
 
@@ -169,6 +183,7 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> bool:
     if router is None:
         return False
     info = ray.get(router.info.remote())
+    stop_listener(namespace)
     ray.get(router.stop_partitions.remote())
     ray.kill(router, no_restart=True)
     _wait_storage_released(info["storage_path"], info["num_partitions"])

@@ -81,11 +81,14 @@ def _start_local_ray() -> None:
               help="Replicas per offsets partition, on distinct nodes ({node_id} in --storage names each node's disk).")
 @click.option("--min-insync-replicas", type=click.IntRange(min=1), default=1, show_default=True,
               help="Replicas that hold a write before it is acknowledged (at least a majority).")
+@click.option("--kafka-listener", metavar="HOST:PORT", default=None,
+              help="Also serve Kafka's protocol there, for Kafka's own clients and tools (port 0: any free port).")
 @namespace_option
 @address_option
 @click.pass_context
 def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool, log_format: str,
-          replication_factor: int, min_insync_replicas: int, namespace: str, address: str | None) -> None:
+          replication_factor: int, min_insync_replicas: int, kafka_listener: str | None, namespace: str,
+          address: str | None) -> None:
     """Start the service on a Ray cluster (a local one is started if none runs)."""
     from .. import service
 
@@ -103,12 +106,14 @@ def start(ctx, num_partitions: int, storage_path: str, fsync: str, metrics: bool
         svc = service.start(
             num_partitions, storage_path, namespace, fsync, observability=observability,
             replication_factor=replication_factor, min_insync_replicas=min_insync_replicas,
+            kafka_listener=kafka_listener,
         )
     except ServiceError as e:
         raise CliError(str(e)) from None
     click.echo(
         f"groupcoord is running in namespace {svc.namespace!r}: {svc.num_partitions} partitions, "
         f"storage {svc.storage_path}, fsync {fsync}"
+        + (f"; Kafka listener at {svc.kafka_bootstrap}" if svc.kafka_bootstrap else "")
     )
 
 

@@ -22,6 +22,15 @@ ALLOWED = {
         "groupcoord.storage",
         "groupcoord.protocol",
     },
+    # The Kafka listener is a client of the partition actors on behalf of Kafka connections: its requests go
+    # through the one request coalescer the client library uses (shared batch calls), not a second copy of it.
+    "groupcoord.actors.service.kafka": {
+        "groupcoord.actors.service",
+        "groupcoord.actors.client.handle",
+        "groupcoord.actors.client.coalescer",
+        "groupcoord.storage",
+        "groupcoord.protocol",
+    },
 }
 FORBIDDEN_EXTERNAL = {
     "groupcoord.protocol": {"ray", "asyncio", "pyspark", "raydp"},
@@ -29,6 +38,7 @@ FORBIDDEN_EXTERNAL = {
     "groupcoord.spark": {"ray.actor"},
     "groupcoord.actors.client": set(),
     "groupcoord.actors.service": set(),
+    "groupcoord.actors.service.kafka": set(),
 }
 
 
