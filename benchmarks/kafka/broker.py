@@ -85,6 +85,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _java_hash(text: str) -> int:
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():  # String.hashCode over UTF-16 code units
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _one_group_per_partition(partitions: int) -> tuple[str, ...]:
+    """Group ids that land on each of Kafka's offsets partitions (abs(hashCode) % partitions)."""
+    chosen: dict[int, str] = {}
+    i = 0
+    while len(chosen) < partitions:
+        key = f"ready-{i}"
+        chosen.setdefault(abs(_java_hash(key)) % partitions, key)
+        i += 1
+    return tuple(chosen[p] for p in range(partitions))
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -200,14 +218,18 @@ class KafkaBroker:
             time.sleep(0.2)
         raise KafkaBrokerError(f"Kafka did not answer within the timeout ({last_error}): {self._tail()}")
 
-    @staticmethod
-    def _coordinator_ready(conn: KafkaConnection) -> bool:
-        # The first FindCoordinator creates __consumer_offsets; ready once every partition has a coordinator.
+    def _coordinator_ready(self, conn: KafkaConnection) -> bool:
+        # The first FindCoordinator creates __consumer_offsets; ready once a group of every offsets
+        # partition is found and described without COORDINATOR_LOAD_IN_PROGRESS.
+        from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
         from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 
-        keys = tuple(f"ready-{i}" for i in range(16))
-        answer = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=keys))
-        return all(c.error_code == 0 for c in answer.coordinators)
+        keys = _one_group_per_partition(int(self.settings["offsets.topic.num.partitions"]))
+        found = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=keys))
+        if any(c.error_code != 0 for c in found.coordinators):
+            return False
+        described = conn.request(DescribeGroupsRequest(groups=keys, include_authorized_operations=False))
+        return all(g.error_code == 0 for g in described.groups)
 
     def _tail(self) -> str:
         parts = []
@@ -233,7 +255,7 @@ class KafkaBroker:
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def stop_for_restart(self, timeout: float = 30.0) -> None:
+    def stop_for_restart(self, timeout: float = 180.0) -> None:
         """Stop the JVM but keep its log directory, so that `start()` brings the same data back."""
         own, self._own_dir = self._own_dir, False
         try:

@@ -30,12 +30,13 @@ class ConformanceReport:
     steps: int = 0
     unconfirmed: list[int] = field(default_factory=list)
     divergences: list[tuple[int, Divergence]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)  # signature -> sequences showing it
     seconds: float = 0.0
 
 
 def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settle: float = 0.4,
              shrink: bool = True) -> ConformanceReport:
-    """Compare every seed's sequence on both targets; confirm, shrink and collect the divergences."""
+    """Compare every seed's sequence on both targets; confirm (and shrink) one divergence of each kind."""
     started = time.perf_counter()
     report = ConformanceReport()
 
@@ -50,10 +51,15 @@ def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settl
         report.steps += n_steps
         if divergence is None:
             continue
-        confirmed = confirmed_divergence(divergence.steps, left, right, settle) if shrink else divergence
+        kind = divergence.signature()
+        if kind in report.kinds:  # one shrunk example per kind of difference; the others are counted
+            report.kinds[kind] += 1
+            continue
+        confirmed = confirmed_divergence(divergence.steps, left, right, settle, shrinking=shrink)
         if confirmed is None:
             report.unconfirmed.append(seed)
         else:
+            report.kinds[kind] = 1
             report.divergences.append((seed, confirmed))
     report.seconds = time.perf_counter() - started
     return report
@@ -95,13 +101,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{report.sequences} sequences ({report.steps} requests) {left.bootstrap} vs {right.bootstrap} "
           f"in {report.seconds:.0f} s: {len(report.divergences)} divergences, "
           f"{len(report.unconfirmed)} first-pass differences that did not reproduce")
+    for kind, count in sorted(report.kinds.items(), key=lambda kv: -kv[1]):
+        print(f"  {count:5d} sequences: {kind}")
     results = {
         "machine": common.machine(),
         "left": left.bootstrap, "right": right.bootstrap, "sequences": report.sequences, "requests": report.steps,
         "seconds": round(report.seconds, 1), "divergences": [
             {"seed": s, "steps": [str(x) for x in d.steps], "index": d.index, "left": repr(d.left),
              "right": repr(d.right)} for s, d in report.divergences],
-        "unconfirmed_seeds": report.unconfirmed,
+        "unconfirmed_seeds": report.unconfirmed, "kinds": report.kinds,
     }
     common.RESULTS_DIR.mkdir(exist_ok=True)
     (common.RESULTS_DIR / "conformance.json").write_text(json.dumps(results, indent=2, default=str))

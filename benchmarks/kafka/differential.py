@@ -21,6 +21,7 @@ Normalisation (`normalise`), applied to both targets' answers before comparing, 
 - topic ids become topic names through the target's own metadata.
 - lists of structures and of numbers are compared as multisets (sorted after normalising);
   ListGroups answers keep only the run's own groups.
+- FindCoordinator's node id, host and port are not compared (they name the target itself).
 Everything else (generation ids, member epochs, protocol names, assignments' bytes, group states,
 client ids and hosts, heartbeat intervals) is compared exactly.
 
@@ -223,6 +224,8 @@ def _struct(obj: Any, labels: dict[str, str], unknown: dict[str, str], topic_nam
             unknown.setdefault(value, f"?{len(unknown) + 1}")
             value = unknown[value]
         out[f.name] = _value(value, labels, unknown, topic_names, groups)
+    if "port" in out:  # FindCoordinator: where the coordinator is depends on the target, not the protocol
+        out.update(node_id="<node>", host="<host>", port="<port>")
     if type(obj).__name__ == "ListGroupsResponse":
         out["groups"] = [g for g in out["groups"] if g["group_id"] in ("G", "G2")]
     return out
@@ -244,12 +247,30 @@ class Divergence:
     left: Any
     right: Any
 
+    def signature(self) -> str:
+        """The kind of difference: the step's action and the paths of the fields that differ."""
+        return f"{self.steps[self.index].action}: {', '.join(sorted(_differences(self.left, self.right)))}"
+
     def report(self, left: str = "left", right: str = "right") -> str:
         """The sequence, step by step, and the two answers of the step that differs."""
         lines = [f"divergence at step {self.index} of {len(self.steps)}:"]
         lines += [f"  {'>' if i == self.index else ' '} {i:2d} {s}" for i, s in enumerate(self.steps)]
         lines += [f"  {left}:  {self.left}", f"  {right}: {self.right}"]
         return "\n".join(lines)
+
+
+def _differences(a: Any, b: Any, path: str = "") -> set[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: set[str] = set()
+        for key in a.keys() | b.keys():
+            out |= _differences(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = set()
+        for x, y in zip(a, b, strict=True):
+            out |= _differences(x, y, f"{path}[]")
+        return out
+    return set() if a == b else {path or "<answer>"}
 
 
 def compare(steps: tuple[Step, ...], a: Target, b: Target, settle: float = 0.4) -> Divergence | None:
@@ -276,11 +297,13 @@ def shrink(steps: tuple[Step, ...], diverges: Callable[[tuple[Step, ...]], bool]
 
 
 def confirmed_divergence(steps: tuple[Step, ...], a: Target, b: Target, settle: float = 0.4,
-                         reruns: int = 1) -> Divergence | None:
-    """A divergence that reproduces on every one of `reruns` further runs, shrunk; else None."""
+                         reruns: int = 1, shrinking: bool = True) -> Divergence | None:
+    """A divergence that reproduces on every one of `reruns` further runs, shrunk (unless told not to); else None."""
     first = compare(steps, a, b, settle)
     if first is None or any(compare(steps, a, b, settle) is None for _ in range(reruns)):
         return None
+    if not shrinking:
+        return first
 
     def diverges(candidate: tuple[Step, ...]) -> bool:
         return compare(candidate, a, b, settle) is not None and compare(candidate, a, b, settle) is not None

@@ -73,12 +73,19 @@ def _groupcoord_config():
 @contextlib.contextmanager
 def groupcoord_peer(fsync: str = "always") -> Iterator[Peer]:
     """groupcoord with 4 partitions and its Kafka listener on a free loopback port."""
-    from benchmarks import common
+    import ray
+
     from groupcoord.actors import start, stop
 
     if "kafka_listener" not in inspect.signature(start).parameters:
         raise PeerUnavailable("groupcoord has no Kafka listener on this branch (issue 32 not merged)")
-    with common.ray_session(), tempfile.TemporaryDirectory(prefix="gc-vs-kafka-") as path:
+    own_ray = not ray.is_initialized()
+    if own_ray:  # a Ray of our own: never one that someone else started on this shared machine
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    with contextlib.ExitStack() as cleanup, tempfile.TemporaryDirectory(prefix="gc-vs-kafka-") as path:
+        if own_ray:
+            cleanup.callback(ray.shutdown)
         namespace = f"gc-vs-kafka-{uuid.uuid4().hex[:8]}"
         kwargs = dict(num_partitions=4, storage_path=str(Path(path) / "data"), namespace=namespace, fsync=fsync,
                       config=_groupcoord_config(), kafka_listener="127.0.0.1:0")

@@ -27,4 +27,4 @@ def test_pipelined_requests_come_back_in_order(kafka_broker):
             conn.send(describe(groups=(f"pipelined-{name}",), include_authorized_operations=False))
         answers = [conn.receive() for _ in range(3)]
     assert [a.groups[0].group_id for a in answers] == ["pipelined-a", "pipelined-b", "pipelined-c"]
-    assert all(a.groups[0].group_state == "Dead" for a in answers)
+    assert [(a.groups[0].error_code, a.groups[0].group_state) for a in answers] == [(0, "Dead")] * 3, answers
