@@ -153,10 +153,11 @@ class KafkaBroker:
                 f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
                 "-cp", classpath(), main, *args]
 
-    def _write_config(self, start_mode: bool = True) -> Path:
-        self.port, self.controller_port = free_port(), free_port()
-        while self.controller_port == self.port:
-            self.controller_port = free_port()
+    def _write_config(self) -> Path:
+        if not self.port:  # a restart keeps its ports: clients keep their bootstrap address
+            self.port, self.controller_port = free_port(), free_port()
+            while self.controller_port == self.port:
+                self.controller_port = free_port()
         props = {
             **_BASE_SETTINGS,
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
@@ -171,7 +172,7 @@ class KafkaBroker:
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
         return path
 
-    def start(self, timeout: float = 120.0) -> None:
+    def start(self, timeout: float = 300.0) -> None:
         """Format the log directory (first start only), start the JVM and wait until it serves."""
         if self._proc is not None:
             raise KafkaBrokerError("already started")

@@ -55,9 +55,9 @@ def kafka_peer() -> Iterator[Peer]:
             broker.start(timeout=600)
             ready = time.perf_counter() - started
             text = broker.log_path.read_text(errors="replace")[mark:]
-            loads = [int(ms) for ms in re.findall(r"Finished loading offsets and group metadata from "
-                                                  r"__consumer_offsets-\d+ in (\d+) milliseconds", text)]
-            return {"process_to_ready_s": ready, "coordinator_load_ms": loads}
+            loads = [int(ms) for ms in re.findall(r"Finished loading of metadata from __consumer_offsets-\d+ "
+                                                  r"with epoch \d+ in (\d+)ms", text)]
+            return {"process_to_ready_s": ready, "coordinator_load_ms": loads, "bootstrap": broker.bootstrap}
 
         print(f"  Kafka 4.4 {broker.bootstrap} started in {broker.start_seconds:.1f} s")
         yield Peer("kafka-4.4", broker.bootstrap, restart)
@@ -208,9 +208,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             with peer_cm() as peer:
                 results[side] = measure(peer, args)
-        except PeerUnavailable as e:
-            results[f"{side}_error"] = str(e)
-            print(f"  {e}")
+        except Exception as e:  # one side failing still reports the other
+            results[f"{side}_error"] = f"{type(e).__name__}: {e}"
+            print(f"  {side} failed: {results[f'{side}_error']}")
     results["machine_after"] = common.machine()
     report(results)
     common.RESULTS_DIR.mkdir(exist_ok=True)
