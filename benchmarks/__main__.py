@@ -41,6 +41,8 @@ OTHERS = {
     "test-mutations": "benchmarks.mutations",  # deliberate breaks of the product, each caught by a test
     "security": "benchmarks.bench_security",  # commits/s with authorization on vs off
     "kafka-wire": "benchmarks.bench_kafka_wire",  # confluent-kafka (a test dependency) through the Kafka listener
+    "conformance": "benchmarks.kafka.conformance",  # differential: Kafka 4.4 against another target
+    "vs-kafka": "benchmarks.kafka.vs_kafka",  # the same load against Kafka 4.4 and groupcoord
 }
 
 

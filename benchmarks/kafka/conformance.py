@@ -1,0 +1,115 @@
+"""`python -m benchmarks conformance --sequences N`: the differential run between two Kafka-protocol targets.
+
+By default both sides are one Kafka 4.4 broker started here (Kafka against itself: the harness
+proves itself, any divergence is the harness's fault). `--left`/`--right` take any bootstrap
+address (e.g. groupcoord's Kafka listener, configured with `broker.GROUP_SETTINGS`). Sequences are
+`generate(seed)` for consecutive seeds, run `--workers` at a time; every divergence is confirmed
+by a re-run, shrunk, printed, and written with the counts to benchmarks/results/conformance.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from benchmarks.kafka.differential import Divergence, Target, compare, confirmed_divergence, prepare_target
+from benchmarks.kafka.sequences import generate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ConformanceReport:
+    """What a differential run found: sequences run, first-pass differences, confirmed divergences."""
+
+    sequences: int = 0
+    steps: int = 0
+    unconfirmed: list[int] = field(default_factory=list)
+    divergences: list[tuple[int, Divergence]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)  # signature -> sequences showing it
+    seconds: float = 0.0
+
+
+def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settle: float = 0.4,
+             shrink: bool = True) -> ConformanceReport:
+    """Compare every seed's sequence on both targets; confirm (and shrink) one divergence of each kind."""
+    started = time.perf_counter()
+    report = ConformanceReport()
+
+    def one(seed: int) -> tuple[int, int, Divergence | None]:
+        steps = generate(seed)
+        return seed, len(steps), compare(steps, left, right, settle)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        first = list(pool.map(one, seeds))
+    for seed, n_steps, divergence in first:
+        report.sequences += 1
+        report.steps += n_steps
+        if divergence is None:
+            continue
+        kind = divergence.signature()
+        if kind in report.kinds:  # one shrunk example per kind of difference; the others are counted
+            report.kinds[kind] += 1
+            continue
+        confirmed = confirmed_divergence(divergence.steps, left, right, settle, shrinking=shrink)
+        if confirmed is None:
+            report.unconfirmed.append(seed)
+        else:
+            report.kinds[kind] = 1
+            report.divergences.append((seed, confirmed))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _targets(args: argparse.Namespace, stack) -> tuple[Target, Target]:
+    if args.left and args.right:
+        return prepare_target("left", args.left), prepare_target("right", args.right)
+    from benchmarks.kafka.broker import KafkaBroker
+
+    broker = stack.enter_context(KafkaBroker())
+    print(f"Kafka 4.4 broker {broker.bootstrap} started in {broker.start_seconds:.1f} s")
+    kafka = prepare_target("kafka", broker.bootstrap)
+    other = prepare_target("other", args.left or args.right) if (args.left or args.right) else kafka
+    return kafka, other
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the differential conformance from the command line."""
+    import contextlib
+
+    from benchmarks import common
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks conformance", description=__doc__)
+    parser.add_argument("--sequences", type=int, default=10_000)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--settle", type=float, default=0.4, help="seconds a JoinGroup/SyncGroup may take")
+    parser.add_argument("--left", help="bootstrap of one side (default: a Kafka broker started here)")
+    parser.add_argument("--right", help="bootstrap of the other side (default: the same Kafka broker)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    with contextlib.ExitStack() as stack:
+        left, right = _targets(args, stack)
+        seeds = range(args.first_seed, args.first_seed + args.sequences)
+        report = run_many(left, right, seeds, workers=args.workers, settle=args.settle)
+    for seed, divergence in report.divergences:
+        print(f"\nseed {seed}: {divergence.report(left.name, right.name)}")
+    print(f"\n{report.sequences} sequences ({report.steps} requests) {left.bootstrap} vs {right.bootstrap} "
+          f"in {report.seconds:.0f} s: {len(report.divergences)} divergences, "
+          f"{len(report.unconfirmed)} first-pass differences that did not reproduce")
+    for kind, count in sorted(report.kinds.items(), key=lambda kv: -kv[1]):
+        print(f"  {count:5d} sequences: {kind}")
+    results = {
+        "machine": common.machine(),
+        "left": left.bootstrap, "right": right.bootstrap, "sequences": report.sequences, "requests": report.steps,
+        "seconds": round(report.seconds, 1), "divergences": [
+            {"seed": s, "steps": [str(x) for x in d.steps], "index": d.index, "left": repr(d.left),
+             "right": repr(d.right)} for s, d in report.divergences],
+        "unconfirmed_seeds": report.unconfirmed, "kinds": report.kinds,
+    }
+    common.RESULTS_DIR.mkdir(exist_ok=True)
+    (common.RESULTS_DIR / "conformance.json").write_text(json.dumps(results, indent=2, default=str))

@@ -1,0 +1,217 @@
+"""`python -m benchmarks vs-kafka`: the same load, through the same wire client, against Kafka 4.4 and groupcoord.
+
+Both peers run on this machine in one run, one after the other: a single-node KRaft broker
+(`broker.KafkaBroker`, offsets topic replication factor 1, its default of no fsync per append),
+and groupcoord with issue 32's Kafka listener (`start(kafka_listener=...)`, fsync per group commit,
+a `GroupConfig` matching the broker's group settings). Measured on each: acknowledged 100-partition
+commits/s from 64 clients; classic heartbeats/s at rising concurrency with the count of false
+expiries; a 1,000-member rebalance, classic and consumer protocol; and the restart with 1M live
+offsets (Kafka loading its __consumer_offsets partitions against our replay). The table gives
+groupcoord/Kafka ratios and the machine's load; JSON goes to benchmarks/results/vs_kafka.json.
+Without the listener (issue 32 not merged) the groupcoord column says so and only Kafka runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import re
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from benchmarks.kafka import load
+from benchmarks.kafka.broker import KafkaBroker
+
+RESTART_TOPIC = "bench-restart"
+
+
+class PeerUnavailable(RuntimeError):
+    """A peer cannot run here (e.g. groupcoord without its Kafka listener)."""
+
+
+@dataclass
+class Peer:
+    """A running target: its bootstrap address and how to restart it (returns seconds until it serves again)."""
+
+    name: str
+    bootstrap: str
+    restart: Callable[[], dict]
+
+
+@contextlib.contextmanager
+def kafka_peer() -> Iterator[Peer]:
+    """Kafka 4.4, single node, 4 offsets partitions."""
+    with KafkaBroker() as broker:
+        def restart() -> dict:
+            broker.stop_for_restart()
+            mark = broker.log_path.stat().st_size if broker.log_path.exists() else 0
+            started = time.perf_counter()
+            broker.start(timeout=600)
+            ready = time.perf_counter() - started
+            text = broker.log_path.read_text(errors="replace")[mark:]
+            loads = [int(ms) for ms in re.findall(r"Finished loading of metadata from __consumer_offsets-\d+ "
+                                                  r"with epoch \d+ in (\d+)ms", text)]
+            return {"process_to_ready_s": ready, "coordinator_load_ms": loads, "bootstrap": broker.bootstrap}
+
+        print(f"  Kafka 4.4 {broker.bootstrap} started in {broker.start_seconds:.1f} s")
+        yield Peer("kafka-4.4", broker.bootstrap, restart)
+
+
+def _groupcoord_config():
+    from groupcoord.protocol.config import GroupConfig
+
+    return GroupConfig(min_session_timeout_ms=100, max_session_timeout_ms=60_000, initial_rebalance_delay_ms=0,
+                       consumer_session_timeout_ms=10_000, consumer_heartbeat_interval_ms=1000)
+
+
+@contextlib.contextmanager
+def groupcoord_peer(fsync: str = "always") -> Iterator[Peer]:
+    """groupcoord with 4 partitions and its Kafka listener on a free loopback port."""
+    import ray
+
+    from groupcoord.actors import start, stop
+
+    if "kafka_listener" not in inspect.signature(start).parameters:
+        raise PeerUnavailable("groupcoord has no Kafka listener on this branch (issue 32 not merged)")
+    own_ray = not ray.is_initialized()
+    if own_ray:  # a Ray of our own: never one that someone else started on this shared machine
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    with contextlib.ExitStack() as cleanup, tempfile.TemporaryDirectory(prefix="gc-vs-kafka-") as path:
+        if own_ray:
+            cleanup.callback(ray.shutdown)
+        namespace = f"gc-vs-kafka-{uuid.uuid4().hex[:8]}"
+        kwargs = dict(num_partitions=4, storage_path=str(Path(path) / "data"), namespace=namespace, fsync=fsync,
+                      config=_groupcoord_config(), kafka_listener="127.0.0.1:0")
+        svc = start(**kwargs)
+        state = {"svc": svc}
+
+        def restart() -> dict:
+            stop(namespace)
+            started = time.perf_counter()
+            state["svc"] = start(**kwargs)
+            return {"process_to_ready_s": time.perf_counter() - started, "bootstrap": state["svc"].kafka_bootstrap}
+
+        try:
+            yield Peer("groupcoord", svc.kafka_bootstrap, restart)
+        finally:
+            stop(namespace)
+
+
+def measure(peer: Peer, args: argparse.Namespace) -> dict:
+    """Every load of this benchmark against one peer."""
+    out: dict = {}
+    b = peer.bootstrap
+    load.create_topic(b, "bench-commits", args.partitions)
+    # 500 partitions: Kafka 4.4 gave a KIP-848 member of a 1,000-partition topic an empty assignment here
+    load.create_topic(b, "bench-members", min(max(args.members, 1), 500))
+    print(f"  [{peer.name}] commits: {args.clients} clients x {args.partitions} partitions, {args.seconds:.0f} s")
+    out["commits"] = load.commits_per_second(b, "bench-commits", clients=args.clients, partitions=args.partitions,
+                                             seconds=args.seconds)
+    print(f"  [{peer.name}] heartbeats: {args.members} members")
+    out["heartbeats"] = load.heartbeats_per_second(b, "bench-members", members=args.members,
+                                                   seconds=max(2.0, args.seconds / 2))
+    print(f"  [{peer.name}] rebalance: {args.members} members, classic")
+    out["rebalance_classic"] = load.classic_rebalance_seconds(b, "bench-members", members=args.members)
+    print(f"  [{peer.name}] rebalance: {args.members} members, consumer protocol")
+    out["rebalance_consumer"] = load.consumer_rebalance_seconds(b, "bench-members", members=args.members)
+    if args.offsets:
+        groups = max(1, args.offsets // 1000)
+        parts = min(1000, args.offsets)
+        load.create_topic(b, RESTART_TOPIC, parts)
+        print(f"  [{peer.name}] restart: committing {groups * parts:,} offsets")
+        started = time.perf_counter()
+        acked = load.bulk_commit(b, RESTART_TOPIC, groups=groups, partitions=parts)
+        out["restart"] = {"offsets": acked, "commit_s": time.perf_counter() - started}
+        info = peer.restart()
+        bootstrap = info.pop("bootstrap", b)
+        sample = [f"bench-restart-{g}" for g in range(0, groups, max(1, groups // 16))]
+        info["first_fetches_s"] = load.fetch_answered(bootstrap, sample, RESTART_TOPIC)
+        info["serving_s"] = info["process_to_ready_s"] + info["first_fetches_s"]
+        out["restart"].update(info)
+    return out
+
+
+def _rows(results: dict) -> list[tuple[str, str, float | None, float | None]]:
+    """(metric, unit, kafka, groupcoord) rows of the side-by-side table."""
+    def get(side: str, *path: str | int) -> float | None:
+        node = results.get(side)
+        for key in path:
+            if not isinstance(node, (dict, list)):
+                return None
+            try:
+                node = node[key]
+            except (KeyError, IndexError):
+                return None
+        return node if isinstance(node, (int, float)) else None
+
+    rows = [("commits (100 partitions)", "requests/s", get("kafka", "commits", "requests_per_s"),
+             get("groupcoord", "commits", "requests_per_s")),
+            ("commit latency p99", "ms", get("kafka", "commits", "p99_ms"), get("groupcoord", "commits", "p99_ms"))]
+    for i, level in enumerate(results.get("kafka", {}).get("heartbeats", [])):
+        rows.append((f"heartbeats, {level['in_flight']} in flight", "per s", level["per_s"],
+                     get("groupcoord", "heartbeats", i, "per_s")))
+        rows.append((f"  false expiries at {level['in_flight']}", "count", level["false_expiries"],
+                     get("groupcoord", "heartbeats", i, "false_expiries")))
+    rows += [("rebalance classic", "s", get("kafka", "rebalance_classic", "seconds"),
+              get("groupcoord", "rebalance_classic", "seconds")),
+             ("rebalance consumer protocol", "s", get("kafka", "rebalance_consumer", "seconds"),
+              get("groupcoord", "rebalance_consumer", "seconds")),
+             ("restart: stop -> offsets served", "s", get("kafka", "restart", "serving_s"),
+              get("groupcoord", "restart", "serving_s"))]
+    return rows
+
+
+def report(results: dict) -> None:
+    """Print the side-by-side table with groupcoord/Kafka ratios."""
+    from benchmarks import common
+
+    print()
+    print(common.machine_line(results["machine"]))
+    print(f"{'metric':38} {'unit':11} {'Kafka 4.4':>12} {'groupcoord':>12} {'ratio':>7}")
+    for name, unit, k, g in _rows(results):
+        ratio = f"{g / k:.2f}" if k and g is not None else "-"
+        ks = f"{k:,.1f}" if k is not None else "-"
+        gs = f"{g:,.1f}" if g is not None else results.get("groupcoord_error", "-")[:12]
+        print(f"{name:38} {unit:11} {ks:>12} {gs:>12} {ratio:>7}")
+    loads = results.get("kafka", {}).get("restart", {}).get("coordinator_load_ms")
+    if loads:
+        print(f"Kafka's coordinator loaded its {len(loads)} offsets partitions in {loads} ms")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run both peers and print the table."""
+    from benchmarks import common
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks vs-kafka", description=__doc__)
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--offsets", type=int, default=1_000_000, help="live offsets before the restart (0: skip)")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--quick", action="store_true", help="small sizes: 16 clients, 100 members, 20k offsets")
+    parser.add_argument("--only", choices=["kafka", "groupcoord"], help="run one peer")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.clients, args.members, args.offsets, args.seconds = 16, 100, 20_000, 3.0
+    results: dict = {"machine": common.machine(), "args": vars(args)}
+    for side, peer_cm in (("kafka", kafka_peer), ("groupcoord", groupcoord_peer)):
+        if args.only and args.only != side:
+            continue
+        print(f"=== {side} ===")
+        try:
+            with peer_cm() as peer:
+                results[side] = measure(peer, args)
+        except Exception as e:  # one side failing still reports the other
+            results[f"{side}_error"] = f"{type(e).__name__}: {e}"
+            print(f"  {side} failed: {results[f'{side}_error']}")
+    results["machine_after"] = common.machine()
+    report(results)
+    common.RESULTS_DIR.mkdir(exist_ok=True)
+    (common.RESULTS_DIR / "vs_kafka.json").write_text(json.dumps(results, indent=2, default=str))

@@ -1,0 +1,51 @@
+"""groupcoord's Kafka listener against Kafka 4.4: random sequences, and the divergences kept on record.
+
+Every kind of divergence the differential run finds must be one of `KEPT` (docs/conformance.md says
+why each is kept); each is also pinned by its shortest sequence, so a fix shows up here as a test to
+update, not as silence.
+"""
+
+from __future__ import annotations
+
+import pytest
+from services import running_service
+
+from benchmarks.kafka.conformance import run_many
+from benchmarks.kafka.differential import compare, prepare_target
+from benchmarks.kafka.sequences import step
+
+NAMESPACE = "gc-test-oracle"
+
+# signature of the divergence -> its shortest sequence (docs/conformance.md, "Kept divergences")
+KEPT = {
+    "cg_join: member_epoch": (step("cg_join", 0, v=1, static=False, topics=("conf-a", "conf-b"), assignor=None),),
+    "cg_describe: groups[].assignment_epoch, groups[].group_epoch": (step("cg_describe", v=1, groups="own"),),
+    "sync: error_code": (step("sync", 0, v=5),),
+    "find: coordinators[].error_message": (step("find", v=6, group="own"),),
+    "find: error_message": (step("find", v=3, group="own"),),
+    "cg_join: assignment, error_code, error_message, heartbeat_interval, member_epoch, member_id": (
+        step("cg_join", 1, v=1, static=True, topics="bad", assignor=None),),
+}
+
+
+@pytest.fixture(scope="module")
+def targets(ray_local, tmp_path_factory, kafka_broker):
+    with running_service(tmp_path_factory, NAMESPACE, 4, initial_rebalance_delay_ms=0, kafka_listener="127.0.0.1:0",
+                         max_session_timeout_ms=60_000, consumer_session_timeout_ms=10_000,
+                         consumer_heartbeat_interval_ms=1000) as service:
+        yield prepare_target("kafka", kafka_broker.bootstrap), prepare_target("groupcoord", service.kafka_bootstrap)
+
+
+@pytest.mark.parametrize("signature", sorted(KEPT))
+def test_kept_divergence_still_shows(targets, signature):
+    kafka, groupcoord = targets
+    found = compare(KEPT[signature], kafka, groupcoord)
+    assert found is not None and found.signature() == signature, found and found.report("kafka", "groupcoord")
+
+
+def test_random_sequences_diverge_only_in_kept_ways(targets):
+    kafka, groupcoord = targets
+    report = run_many(kafka, groupcoord, range(100_000, 100_060), workers=8, shrink=False)
+    assert report.sequences == 60
+    assert set(report.kinds) <= set(KEPT), [d.report("kafka", "groupcoord") for _, d in report.divergences
+                                            if d.signature() not in KEPT]
