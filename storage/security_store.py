@@ -12,6 +12,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from groupcoord.protocol.security.acl import AclBinding, binding_matches_filter, check_principal
 from groupcoord.protocol.security.credentials import SecretHash, new_secret, principal_of
@@ -35,7 +36,7 @@ class SecurityStore:
         self.snapshot = SecuritySnapshot.from_dict(json.loads(path.read_text())) if path.exists() else (
             SecuritySnapshot())
 
-    def _save(self, **changes: object) -> SecuritySnapshot:
+    def _save(self, **changes: Any) -> SecuritySnapshot:
         snapshot = dataclasses.replace(self.snapshot, version=self.snapshot.version + 1, **changes)
         replace_file_durably(self.files, self.root / SECURITY_FILE, json.dumps(snapshot.to_dict(), indent=1).encode())
         self.snapshot = snapshot

@@ -11,7 +11,7 @@ binding matches is denied unless `allow_everyone_if_no_acl_found`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 RESOURCE_TYPES = ("GROUP", "TOPIC", "CLUSTER")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
@@ -71,7 +71,8 @@ class AclBinding:
         }
 
 
-def _upper(value: object) -> object:
+def _upper(value: Any) -> Any:
+    """A str upper-cased; anything else as it is (the checks then name it)."""
     return value.upper() if isinstance(value, str) else value
 
 
