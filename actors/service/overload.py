@@ -20,7 +20,9 @@ from groupcoord.protocol.shard.clock import CoordinatorClock
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_S = 0.01  # the probe's sleep; its oversleep is the loop's lag (100 wake-ups a second)
-LAG_WINDOW_S = 0.25  # the lag is the worst oversleep seen this recently (a queue drains no faster)
+# The lag is the worst oversleep seen this recently: after a spike, coordinator time stays that far behind
+# for this long, so heartbeats still on their way (in Ray's queues, outside the loop) arrive in time.
+LAG_WINDOW_S = 5.0
 THROTTLE_AFTER_MS = 100  # lag past which responses ask clients to back off
 MAX_THROTTLE_MS = 5_000
 
@@ -35,7 +37,8 @@ class LagProbe:
 
     def __init__(self, clock: CoordinatorClock) -> None:
         self.clock = clock
-        self.lag_ms = 0
+        self.lag_ms = 0  # the worst lag of the window: what coordinator time subtracts
+        self.current_ms = 0  # the last probe's: what the throttle asks for
         self.max_lag_ms = 0
         self._samples: deque[tuple[float, float]] = deque()
         self._due = time.monotonic() + PROBE_INTERVAL_S
@@ -51,8 +54,9 @@ class LagProbe:
         return self.clock.behind_ms
 
     def throttle_time_ms(self) -> int:
-        """How long a client should wait before its next request: 0 unless the actor runs behind."""
-        lag = self.behind_ms()
+        """How long a client should wait before its next request: 0 unless the actor runs behind right now."""
+        overdue = (time.monotonic() - self._due) * 1000
+        lag = max(self.current_ms, int(overdue))
         return 0 if lag < THROTTLE_AFTER_MS else min(MAX_THROTTLE_MS, lag)
 
     async def turn(self) -> None:
@@ -65,6 +69,7 @@ class LagProbe:
         samples.append((now, late_s))
         while samples and now - samples[0][0] > LAG_WINDOW_S:
             samples.popleft()
+        self.current_ms = int(late_s * 1000)
         self.lag_ms = int(max(s for _, s in samples) * 1000)
         self.max_lag_ms = max(self.max_lag_ms, self.lag_ms)
         self.clock.behind_ms = self.lag_ms
