@@ -18,8 +18,8 @@ from storage_helpers import commit
 
 from groupcoord.actors.service.replication import replica_actor
 from groupcoord.actors.service.replication.messages import Follow, FollowerAnswer, Replicate
-from groupcoord.actors.service.spec import ServiceSpec
 from groupcoord.actors.service.replication.transport import RayTransport
+from groupcoord.actors.service.spec import ServiceSpec
 from groupcoord.storage import read_partition
 
 
