@@ -85,7 +85,7 @@ class KafkaListenerActor:
 def _listener_options(namespace: str) -> dict:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ..placement import head_node_id
+    from ..replication.placement import head_node_id
 
     return {"name": KAFKA_LISTENER_NAME, "namespace": namespace, "lifetime": "detached", "get_if_exists": True,
             "max_restarts": -1, "num_cpus": 0,
