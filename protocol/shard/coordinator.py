@@ -64,6 +64,9 @@ from .stats import ShardGauges, ShardStats
 
 log = logging.getLogger(__name__)
 
+# An enum member's access costs about 150 ns on Python 3.11 (a descriptor); the hottest handlers use these.
+_HEARTBEAT, _LEAVE_GROUP, _OFFSET_COMMIT = Api.HEARTBEAT, Api.LEAVE_GROUP, Api.OFFSET_COMMIT
+
 T = TypeVar("T")
 
 _RETENTION_KEY = ("offsets-retention",)
@@ -293,7 +296,7 @@ class GroupCoordinator:
         Empty group); every other handler writes first, or puts its own state back (SyncGroup, a static
         member's replacement), as Kafka's coordinator does.
         """
-        if api != Api.LEAVE_GROUP:
+        if api != _LEAVE_GROUP:
             return None
         group = self.groups.get_group(req.group_id)
         if group is None or len(req.members) < len(group.members):
@@ -322,7 +325,7 @@ class GroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
         """Heartbeat (API key 12); UNKNOWN_MEMBER_ID on a consumer group."""
-        return self._handle(Api.HEARTBEAT, req, self._classic(self.groups.heartbeat, Api.HEARTBEAT))
+        return self._handle(_HEARTBEAT, req, self._classic(self.groups.heartbeat, _HEARTBEAT))
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:
         """LeaveGroup (API key 13), by member id and/or instance id; on a consumer group every member is unknown."""
@@ -349,7 +352,7 @@ class GroupCoordinator:
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResponse]:
         """OffsetCommit (API key 8)."""
-        return self._handle(Api.OFFSET_COMMIT, req, self.offsets.commit_offsets)
+        return self._handle(_OFFSET_COMMIT, req, self.offsets.commit_offsets)
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """OffsetFetch (API key 9)."""
