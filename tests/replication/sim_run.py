@@ -378,7 +378,12 @@ def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
-            result = Schedule(seed, base, verbose).run(fault_phase_s)
+            schedule = Schedule(seed, base, verbose)
+            try:
+                result = schedule.run(fault_phase_s)
+            finally:
+                for node in {id(n.files): n.files for n in schedule.world.nodes.values()}.values():
+                    node.close_all()
     finally:
         logging.disable(previous)
         shutil.rmtree(base, ignore_errors=True)

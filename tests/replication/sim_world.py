@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import math
+import os
 import random
 import shutil
 import sys
@@ -80,6 +81,7 @@ class NodeFiles(FileOps):
         self.lock_paths: dict[int, str] = {}
         self.full = False
         self.fail_next: dict[str, int] = {}
+        self.retired: list[PowerLossFiles] = []  # harnesses of wiped disks, whose descriptors are still open
 
     def _check(self, op: str) -> None:
         code = self.fail_next.pop(op, None)
@@ -120,9 +122,22 @@ class NodeFiles(FileOps):
         self.full = False
         self.fail_next.clear()
 
+    def close_all(self) -> None:
+        """Close every descriptor the node's processes left open (a dead process's are closed by its OS)."""
+        for inner in [*self.retired, self.inner]:
+            for fd in [*inner._fds, *inner._lock_fds]:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            inner._fds.clear()
+            inner._lock_fds.clear()
+        self.retired.clear()
+
     def wipe(self) -> None:
         """The disk is gone (replaced by an empty one)."""
         shutil.rmtree(self.root, ignore_errors=True)
+        self.retired.append(self.inner)
         self.inner = PowerLossFiles(self.root, locks_work=False)
         self.locks.clear()
         self.lock_paths.clear()
