@@ -84,10 +84,12 @@ MUTATIONS = (
         "the coalescer resends a batch lost with its actor (an answer after the kill)",
         "actors",
         "            results = ray.get(ref, timeout=_ABANDON_AFTER_S)\n",
-        "            try:\n                results = ray.get(ref, timeout=_ABANDON_AFTER_S)\n"
-        "            except ray.exceptions.RayActorError:\n"
-        "                time.sleep(2)\n"
-        "                results = ray.get(self.handle.batch.remote([(a, r) for a, r, _ in live]), timeout=60)\n",
+        "            for _ in range(30):  # resent until the restarted actor answers\n"
+        "                try:\n                    results = ray.get(ref, timeout=_ABANDON_AFTER_S)\n"
+        "                    break\n"
+        "                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):\n"
+        "                    time.sleep(1)\n"
+        "                    ref = self.handle.batch.remote([(a, r) for a, r, _ in live])\n",
         ("tests/actors/test_coalescer.py::"
          "test_a_batch_held_by_a_killed_actor_fails_with_an_actor_error_and_the_next_one_is_served",),
     ),
