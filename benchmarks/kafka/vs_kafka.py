@@ -154,10 +154,12 @@ def _rows(results: dict) -> list[tuple[str, str, float | None, float | None]]:
     rows = [("commits (100 partitions)", "requests/s", get("kafka", "commits", "requests_per_s"),
              get("groupcoord", "commits", "requests_per_s")),
             ("commit latency p99", "ms", get("kafka", "commits", "p99_ms"), get("groupcoord", "commits", "p99_ms"))]
-    for i, level in enumerate(results.get("kafka", {}).get("heartbeats", [])):
-        rows.append((f"heartbeats, {level['in_flight']} in flight", "per s", level["per_s"],
+    levels = results.get("kafka", {}).get("heartbeats") or results.get("groupcoord", {}).get("heartbeats", [])
+    for i, level in enumerate(levels):
+        rows.append((f"heartbeats, {level['in_flight']} in flight", "per s", get("kafka", "heartbeats", i, "per_s"),
                      get("groupcoord", "heartbeats", i, "per_s")))
-        rows.append((f"  false expiries at {level['in_flight']}", "count", level["false_expiries"],
+        rows.append((f"  false expiries at {level['in_flight']}", "count",
+                     get("kafka", "heartbeats", i, "false_expiries"),
                      get("groupcoord", "heartbeats", i, "false_expiries")))
     rows += [("rebalance classic", "s", get("kafka", "rebalance_classic", "seconds"),
               get("groupcoord", "rebalance_classic", "seconds")),

@@ -28,6 +28,17 @@ KEPT = {
 }
 
 
+
+def kafka_own_choice(signature: str) -> bool:
+    """Kinds Kafka 4.4 also shows against itself (docs/conformance.md): which member leads a classic group
+    (keyed by the random member ids Kafka generates), hence the assignment the leader sends; and
+    assignor ties with a classic member in a consumer group."""
+    action, _, fields = signature.partition(": ")
+    names = {f.split("[")[0].split(".")[0] for f in fields.split(", ")}
+    return (action == "sync" and names == {"assignment"}) or (action == "join" and names <= {"leader", "members"}) \
+        or (action.startswith("cg_") and names == {"assignment"})
+
+
 @pytest.fixture(scope="module")
 def targets(ray_local, tmp_path_factory, kafka_broker):
     with running_service(tmp_path_factory, NAMESPACE, 4, initial_rebalance_delay_ms=0, kafka_listener="127.0.0.1:0",
@@ -47,5 +58,6 @@ def test_random_sequences_diverge_only_in_kept_ways(targets):
     kafka, groupcoord = targets
     report = run_many(kafka, groupcoord, range(100_000, 100_060), workers=8, shrink=False)
     assert report.sequences == 60
-    assert set(report.kinds) <= set(KEPT), [d.report("kafka", "groupcoord") for _, d in report.divergences
-                                            if d.signature() not in KEPT]
+    unexpected = {kind for kind in report.kinds if kind not in KEPT and not kafka_own_choice(kind)}
+    assert unexpected == set(), [d.report("kafka", "groupcoord") for _, d in report.divergences
+                                 if d.signature() in unexpected]
