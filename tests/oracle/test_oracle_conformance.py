@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from benchmarks.kafka.conformance import run_many
-from benchmarks.kafka.differential import compare, confirmed_divergence, prepare_target, run_sequence, shrink
+from benchmarks.kafka.differential import compare, confirmed_divergence, normalise, prepare_target, run_sequence, shrink
 from benchmarks.kafka.sequences import generate, step
 
 
@@ -28,8 +28,6 @@ def test_generated_names_are_normalised_by_slot(kafka):
              step("join", 0, v=9, static=False, topics=("conf-a",)),
              step("join", 1, v=9, static=True, topics=("conf-a",)),
              step("describe", v=5, groups="own"))
-    from benchmarks.kafka.differential import normalise
-
     outcomes = normalise(run_sequence(kafka, steps), kafka)
     assert outcomes[0]["error_code"] == "member_id_required" and outcomes[0]["member_id"] == "s0#1"
     assert outcomes[1]["error_code"] == "none" and outcomes[1]["leader"] == "s0#1"
@@ -62,3 +60,21 @@ def test_shrink_deletes_every_step_the_divergence_does_not_need():
     needed = {steps[2], steps[5]}
     smallest = shrink(steps, lambda candidate: needed <= set(candidate))
     assert set(smallest) == needed and len(smallest) == 2
+
+
+
+def test_a_mixed_group_split_by_kafkas_hash_order_is_not_a_divergence(kafka):
+    # CI found Kafka disagreeing with itself here (1 run in 8 locally): the uniform assignor gives the
+    # extra partitions to whichever member its HashMap yields first, and the classic member's id is a
+    # random UUID the broker made.
+    steps = (step("join", 1, v=5, static=False, topics=("conf-a", "conf-b")),
+             step("cg_join", 0, v=1, static=True, topics=("conf-a", "conf-b"), assignor="bad"),
+             step("join", 1, v=5, static=False, topics=("conf-a", "conf-b")),
+             step("commit", 1, v=8, offset=17, partitions=(0, 1, 2), topic="conf-a"),
+             step("cg_heartbeat", 0, v=1, full=True),
+             step("describe", v=5, groups="both"))
+    run = run_sequence(kafka, steps)
+    assert run.mixed
+    heartbeat = normalise(run, kafka)[4]
+    assert heartbeat["error_code"] == "none" and heartbeat["assignment"] == "<order-dependent>"
+    assert [compare(steps, kafka, kafka) for _ in range(8)] == [None] * 8
