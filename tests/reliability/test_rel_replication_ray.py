@@ -20,7 +20,7 @@ from groupcoord.actors import ServiceError, start
 from groupcoord.actors.tools.cli import main
 
 NAMESPACE = "gc-rel-replication"
-LOSSES = 3
+LOSSES = 2  # the short form; `python -m benchmarks replication-chaos` is the long run (>= 30)
 SESSION_TIMEOUT_MS = 30_000  # far above any failover: a leader change must not look like a dead member
 
 
