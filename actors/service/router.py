@@ -129,6 +129,7 @@ class RouterActor(RouterSecurity):
             "storage_path": self.storage_path,
             "num_partitions": self.num_partitions,
             "fsync": self.spec.fsync,
+            "authorization": self.spec.security.authorization,
             "error": self.error,
         }
 

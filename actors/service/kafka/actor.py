@@ -14,6 +14,7 @@ import ray
 from ..names import ROUTER_NAME
 from .bridge import ServiceBridge, cluster_id_of
 from .listener import KafkaListener
+from .sasl_verifier import PlainVerifier
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,9 @@ class KafkaListenerActor:
                 namespace, info["num_partitions"], router, partitions,
                 cluster_id_of(namespace, info["storage_path"]),
             )
-            listener = KafkaListener(bridge, host, port, advertised_host(host))
+            # A service that authorizes gets a SASL_PLAINTEXT listener checking its principals.
+            verifier = PlainVerifier(namespace) if info.get("authorization") else None
+            listener = KafkaListener(bridge, host, port, advertised_host(host), verifier=verifier)
             asyncio.run_coroutine_threadsafe(listener.start(), self._loop).result(_BIND_TIMEOUT_S)
             self.listener = listener
         except Exception as e:  # reported through info() (raising would make Ray restart it forever)

@@ -1,0 +1,50 @@
+"""Checks a SASL/PLAIN username and password against the service's own principals.
+
+There is one credential store: the router's (its storage root's security.json). The listener
+holds the router's security snapshot (salted hashes only) through the same SecurityFeed and
+RequestGuard the partition actors use, asks the router for a newer version before each check
+(so a principal created a moment ago can log in), and audits a failure as they do. What it
+verifies is only the door: every request of the connection then carries the credentials to the
+partition actors, which check them again, so a principal deleted later stops working there.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from groupcoord.protocol.security.credentials import Credentials
+from groupcoord.protocol.security.snapshot import SecurityConfig
+
+from ..authorizer import RequestGuard
+from ..security_feed import SecurityFeed
+
+log = logging.getLogger(__name__)
+
+LABEL = "kafka-listener"
+AUDIT_API = "SaslAuthenticate"
+
+
+class PlainVerifier:
+    """Verifies (principal, password) pairs against the principals of the service in `namespace`."""
+
+    def __init__(self, namespace: str | None, guard: RequestGuard | None = None) -> None:
+        self.guard = guard or RequestGuard(SecurityConfig(authorization=True), LABEL)
+        self.feed = SecurityFeed(self.guard, namespace)
+        self.authenticated = 0
+        self.failed = 0
+
+    async def __call__(self, principal: str, password: str) -> Credentials | None:
+        """The credentials to send on for a principal whose password is right, else None (audited)."""
+        await self.feed.turn()  # the router's newest principals (one version check; a pull if newer)
+        pair = (principal, password)
+        if self.guard.authenticate(pair) is None:
+            self.failed += 1
+            self.guard.refuse_unauthenticated(AUDIT_API, pair)
+            return None
+        self.authenticated += 1
+        return Credentials(principal, password)
+
+    def stats(self) -> dict:
+        """Authentications that passed and failed, and the failures by principal ("unknown" if none)."""
+        return {"authenticated": self.authenticated, "failed": self.failed,
+                "failures": self.guard.failure_counts()}
