@@ -130,6 +130,7 @@ class RouterActor(RouterSecurity):
             "num_partitions": self.num_partitions,
             "fsync": self.spec.fsync,
             "authorization": self.spec.security.authorization,
+            "metrics": self.spec.observability.metrics,
             "error": self.error,
         }
 

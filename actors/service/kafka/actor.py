@@ -61,7 +61,7 @@ class KafkaListenerActor:
                 cluster_id_of(namespace, info["storage_path"]),
             )
             # A service that authorizes gets a SASL_PLAINTEXT listener checking its principals.
-            verifier = PlainVerifier(namespace) if info.get("authorization") else None
+            verifier = PlainVerifier(namespace, _auth_metrics(info)) if info.get("authorization") else None
             listener = KafkaListener(bridge, host, port, advertised_host(host), verifier=verifier)
             asyncio.run_coroutine_threadsafe(listener.start(), self._loop).result(_BIND_TIMEOUT_S)
             self.listener = listener
@@ -83,6 +83,16 @@ class KafkaListenerActor:
         """Stop listening and end every connection."""
         if self.listener is not None:
             asyncio.run_coroutine_threadsafe(self.listener.close(), self._loop).result(_BIND_TIMEOUT_S)
+
+
+def _auth_metrics(info: dict) -> Any:
+    """The metrics the listener counts failed logins in (groupcoord_auth_failures_total), when the service
+    exports metrics."""
+    if not info.get("metrics"):
+        return None
+    from ..metrics import RayMetrics
+
+    return RayMetrics(None)
 
 
 def _listener_options(namespace: str) -> dict:

@@ -28,7 +28,7 @@ from .apis import API_VERSIONS_KEY, APIS, api_versions_answer, supported
 from .bridge import ServiceBridge
 from .codec import MalformedRequest, build, decode_request, encode_response, peek_header, response_class
 from .context import Endpoint, RequestContext
-from .sasl import MAX_RECEIVE_BYTES, SaslSession, Verifier
+from .sasl import MAX_RECEIVE_BYTES, SaslSession, State, Verifier
 from .sasl_verifier import PlainVerifier
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,11 @@ class KafkaListener:
                             sender: asyncio.Task) -> bool:
         """One frame of a connection that has not authenticated: answered before the next is read (Kafka's
         authenticator takes one at a time); False once the connection is to be closed."""
+        framed = sasl.state is not State.AUTHENTICATE_RAW  # a handshake-v0 token has no Kafka header
         step = await sasl.step(frame)
+        if framed and step.frame is not None:
+            api_key, version, _ = peek_header(frame)
+            self._count(APIS[api_key][0], version)
         if step.serve:  # ApiVersions, from the API table
             answer = self._dispatch(frame, client_host, [], None)
             await answers.put(answer)
@@ -253,10 +257,13 @@ class KafkaListener:
             self.handler_failures += 1
             log.exception("%s v%d from %s failed; closing the connection", name, version, client_host)
             return None
+        self._count(name, version)
+        return data
+
+    def _count(self, name: str, version: int) -> None:
         self.requests += 1
         key = f"{name} v{version}"
         self.served[key] = self.served.get(key, 0) + 1
-        return data
 
 
 async def _done(value: Any) -> Any:

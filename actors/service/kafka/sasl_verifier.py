@@ -6,11 +6,14 @@ RequestGuard the partition actors use, asks the router for a newer version befor
 (so a principal created a moment ago can log in), and audits a failure as they do. What it
 verifies is only the door: every request of the connection then carries the credentials to the
 partition actors, which check them again, so a principal deleted later stops working there.
+Failed logins are counted in groupcoord_auth_failures_total (partition "kafka-listener", api
+"SaslAuthenticate") when the service exports metrics, and logged as every refusal is.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from groupcoord.protocol.security.credentials import Credentials
 from groupcoord.protocol.security.snapshot import SecurityConfig
@@ -27,8 +30,8 @@ AUDIT_API = "SaslAuthenticate"
 class PlainVerifier:
     """Verifies (principal, password) pairs against the principals of the service in `namespace`."""
 
-    def __init__(self, namespace: str | None, guard: RequestGuard | None = None) -> None:
-        self.guard = guard or RequestGuard(SecurityConfig(authorization=True), LABEL)
+    def __init__(self, namespace: str | None, metrics: Any = None) -> None:
+        self.guard = RequestGuard(SecurityConfig(authorization=True), LABEL, metrics)
         self.feed = SecurityFeed(self.guard, namespace)
         self.authenticated = 0
         self.failed = 0
