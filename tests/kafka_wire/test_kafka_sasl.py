@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import kafka
 import kafka.errors
 import pytest
+import ray
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from kafka_sasl import (
@@ -25,7 +26,7 @@ from kafka_sasl import (
     plain,
     raw_token,
 )
-from kafka_wire_frames import connect, raw_frame, read_frame, request_frame
+from kafka_wire_frames import connect, decode_response, raw_frame, read_frame, request_frame
 from kafka_wire_names import TOPIC
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -35,6 +36,7 @@ from kio.schema.offset_commit.v9.request import (
     OffsetCommitRequestTopic,
 )
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from services import running_service
 from test_kafka_consumer_groups_tool import JVM_OPTIONS, TOOL, table
@@ -42,6 +44,7 @@ from waiting import wait_for
 
 from benchmarks.kafka.dist import classpath
 from groupcoord.actors import AclBinding, AdminClient
+from groupcoord.actors.service.kafka import KAFKA_LISTENER_NAME
 from groupcoord.protocol import TopicPartition
 
 GROUP_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 30, 58, 34, 33
@@ -297,6 +300,42 @@ def test_a_principal_deleted_later_stops_working_on_its_open_connection(env):
         api_versions(sock)
         handshake(sock)
         assert authenticate(sock, plain("temp", temp.secret)).error_code == SASL_AUTHENTICATION_FAILED
+
+
+def test_a_principal_created_a_moment_ago_can_log_in_from_many_connections_at_once(env):
+    fresh = env.admin.create_principal("fresh")  # each login asks the router for the newest principals first
+    sockets = [connect(env.bootstrap) for _ in range(6)]
+    try:
+        for sock in sockets:
+            api_versions(sock)
+            assert handshake(sock).error_code == 0
+        login_frame = request_frame(SaslAuthenticateRequest(auth_bytes=plain("fresh", fresh.secret)), 3)
+        for sock in sockets:  # six logins at once: those arriving while another refreshes wait for it
+            sock.sendall(login_frame)
+        answers = [decode_response(read_frame(sock) or b"", 36, 2)[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert [(a.error_code, a.error_message) for a in answers] == [(0, None)] * 6
+
+
+def listener_stats() -> dict:
+    return ray.get(ray.get_actor(KAFKA_LISTENER_NAME, namespace=SASL_NAMESPACE).stats.remote())
+
+
+def test_failed_logins_are_audited_by_principal_without_the_password(env):
+    before = listener_stats()
+    with connect(env.bootstrap) as sock:
+        api_versions(sock)
+        handshake(sock)
+        assert authenticate(sock, plain("billing", "audited-wrong-password")).error_code == SASL_AUTHENTICATION_FAILED
+    after = listener_stats()
+    key = "User:billing SaslAuthenticate SASL_AUTHENTICATION_FAILED"
+    assert after["security_protocol"] == "SASL_PLAINTEXT"
+    assert after["sasl"]["failures"].get(key, 0) == before["sasl"]["failures"].get(key, 0) + 1
+    assert after["sasl"]["failed"] == before["sasl"]["failed"] + 1
+    assert after["served"]["SaslAuthenticate v2"] > before["served"].get("SaslAuthenticate v2", 0)
+    assert "audited-wrong-password" not in repr(after)
 
 
 def test_malformed_sasl_frames_close_the_connection_and_the_listener_serves_on(env):

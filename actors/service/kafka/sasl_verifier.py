@@ -12,6 +12,7 @@ Failed logins are counted in groupcoord_auth_failures_total (partition "kafka-li
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -33,12 +34,14 @@ class PlainVerifier:
     def __init__(self, namespace: str | None, metrics: Any = None) -> None:
         self.guard = RequestGuard(SecurityConfig(authorization=True), LABEL, metrics)
         self.feed = SecurityFeed(self.guard, namespace)
+        self._refreshing = asyncio.Lock()
         self.authenticated = 0
         self.failed = 0
 
     async def __call__(self, principal: str, password: str) -> Credentials | None:
         """The credentials to send on for a principal whose password is right, else None (audited)."""
-        await self.feed.turn()  # the router's newest principals (one version check; a pull if newer)
+        async with self._refreshing:  # a login waits for a refresh under way (the feed skips a turn while busy)
+            await self.feed.turn()  # the router's newest principals (one version check; a pull if newer)
         pair = (principal, password)
         if self.guard.authenticate(pair) is None:
             self.failed += 1
