@@ -29,7 +29,7 @@ from kafka_sasl import (
 from kafka_wire_frames import connect, decode_response, raw_frame, read_frame, request_frame
 from kafka_wire_names import TOPIC
 from kio.schema.list_groups.v4.request import ListGroupsRequest
-from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v9.request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -49,12 +49,14 @@ from groupcoord.protocol import TopicPartition
 
 GROUP_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 30, 58, 34, 33
 DENIED_GROUP = "analytics-daily"
+PRIVATE_TOPIC = "payroll"  # billing has no ACL on it
+TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION = 29, 3
 
 
 @pytest.fixture(scope="module")
 def env(ray_local, tmp_path_factory):
     """A service with authorization and a SASL_PLAINTEXT listener; principal "billing" may READ groups
-    "billing-*" and the topic; the group DENIED_GROUP has offsets (the operator's)."""
+    "billing-*" and the topic TOPIC (not PRIVATE_TOPIC); the group DENIED_GROUP has offsets (the operator's)."""
     with running_service(
         tmp_path_factory, SASL_NAMESPACE, 2, kafka_listener="127.0.0.1:0",
         security={"authorization": True, "super_users": ["User:admin"], "admin_credentials": ADMIN},
@@ -63,6 +65,7 @@ def env(ray_local, tmp_path_factory):
         admin = AdminClient(service, credentials=ADMIN)
         admin.create_topic(TOPIC, 6)
         admin.report_end_offsets(TOPIC, {p: 100 for p in range(6)})
+        admin.create_topic(PRIVATE_TOPIC, 2)
         billing = admin.create_principal("billing")
         admin.create_acls([AclBinding("GROUP", "billing-", "PREFIXED", billing.principal, "READ"),
                            AclBinding("TOPIC", TOPIC, "LITERAL", billing.principal, "READ")])
@@ -268,11 +271,34 @@ def test_once_authenticated_the_sasl_apis_are_illegal_and_the_principals_acls_ap
     assert DENIED_GROUP in everything and DENIED_GROUP not in listed and listed <= everything
 
 
-def _commit(group: str, offset: int) -> OffsetCommitRequest:
+def _commit(group: str, offset: int, topics: tuple[str, ...] = (TOPIC,)) -> OffsetCommitRequest:
     return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                               topics=(OffsetCommitRequestTopic(name=TOPIC, partitions=(
+                               topics=tuple(OffsetCommitRequestTopic(name=topic, partitions=(
                                    OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
-                                                                committed_metadata=""),)),))
+                                                                committed_metadata=""),)) for topic in topics))
+
+
+def _metadata(*names: str) -> MetadataRequest:
+    return MetadataRequest(topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names),
+                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def test_topics_the_principal_may_not_see_are_topic_authorization_failed_as_in_kafka(env):
+    with login(env.bootstrap, env.billing) as sock:
+        everything = exchange(sock, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                    include_topic_authorized_operations=False), 30)
+        named = exchange(sock, _metadata(TOPIC, PRIVATE_TOPIC, "no-such-topic"), 31)
+        committed = exchange(sock, _commit("billing-partial", 7, (TOPIC, PRIVATE_TOPIC)), 32)
+    assert [t.name for t in everything.topics] == [TOPIC]  # only what billing may DESCRIBE
+    # Kafka answers 29 for a topic the principal may not DESCRIBE whether or not it exists (no existence leak).
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        (TOPIC, 0), (PRIVATE_TOPIC, TOPIC_AUTHORIZATION_FAILED), ("no-such-topic", TOPIC_AUTHORIZATION_FAILED)]
+    assert [(t.name, t.partitions[0].error_code) for t in committed.topics] == [
+        (TOPIC, 0), (PRIVATE_TOPIC, TOPIC_AUTHORIZATION_FAILED)]
+    assert offsets_of(env.admin, "billing-partial") == {0: 7}
+    with login(env.bootstrap, ADMIN) as sock:  # a principal that may see everything learns it does not exist
+        assert [t.error_code for t in exchange(sock, _metadata("no-such-topic"), 33).topics] == [
+            UNKNOWN_TOPIC_OR_PARTITION]
 
 
 def test_a_principal_over_its_request_quota_gets_throttle_time(env):

@@ -61,7 +61,8 @@ class KafkaListenerActor:
                 cluster_id_of(namespace, info["storage_path"]),
             )
             # A service that authorizes gets a SASL_PLAINTEXT listener checking its principals.
-            verifier = PlainVerifier(namespace, _auth_metrics(info)) if info.get("authorization") else None
+            security = info["security"]
+            verifier = PlainVerifier(namespace, security, _auth_metrics(info)) if security.authorization else None
             listener = KafkaListener(bridge, host, port, advertised_host(host), verifier=verifier)
             asyncio.run_coroutine_threadsafe(listener.start(), self._loop).result(_BIND_TIMEOUT_S)
             self.listener = listener

@@ -16,7 +16,7 @@ import base64
 import logging
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import ray
 
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # Topic metadata is read from the router at most this often (Metadata, ListOffsets, Fetch and topic ids use it).
 TOPICS_MAX_AGE_S = 1.0
+# May (principal, operation, resource type, resource name) go ahead, as the service's ACLs say now?
+Authorize = Callable[[str, str, str, str], Awaitable[bool]]
 # Principals whose topic views are cached at once (more: the cache starts again).
 _TOPIC_VIEWS_LIMIT = 1024
 _TOPIC_ID_NAMESPACE = uuid.UUID("5b0f3f2e-8f3a-4d6c-9a55-6b1c2d7e9f10")
@@ -55,9 +57,10 @@ class ServiceBridge:
         self._topics_lock = asyncio.Lock()
         self._id_seed = uuid.uuid5(_TOPIC_ID_NAMESPACE, cluster_id)
 
-    def session(self, credentials: Credentials | None) -> BridgeSession:
-        """The bridge as one request of a connection authenticated as `credentials` (None: none) uses it."""
-        return BridgeSession(self, credentials)
+    def session(self, credentials: Credentials | None, authorize: Authorize | None = None) -> BridgeSession:
+        """The bridge as one request of a connection authenticated as `credentials` (None: none) uses it;
+        `authorize` tells a topic the principal may not see from one that does not exist."""
+        return BridgeSession(self, credentials, authorize)
 
     async def call(self, group_id: str, api: str, request: Any, on_error: Callable[[Errors], Any],
                    credentials: Credentials | None = None) -> Any:
@@ -129,9 +132,11 @@ class BridgeSession:
     """The bridge as one request sees it: every call carries its connection's credentials, and the longest
     throttle time a partition actor asked for (a request quota) is kept for the Kafka response."""
 
-    def __init__(self, bridge: ServiceBridge, credentials: Credentials | None) -> None:
+    def __init__(self, bridge: ServiceBridge, credentials: Credentials | None,
+                 authorize: Authorize | None = None) -> None:
         self.bridge = bridge
         self.credentials = credentials
+        self.authorize = authorize
         self.cluster_id = bridge.cluster_id
         self.throttle_ms = 0
 
@@ -156,3 +161,13 @@ class BridgeSession:
     async def topic_name(self, topic_id: Any) -> str | None:
         """The name of the topic with this id, among those this connection's principal may see."""
         return await self.bridge.topic_name(topic_id, self.credentials)
+
+    async def missing_topic(self, name: str | None, operation: str) -> Errors:
+        """Why a topic named in a request is not among those this principal sees: TOPIC_AUTHORIZATION_FAILED
+        if it may not do `operation` on it (whether or not it exists, as Kafka answers), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.credentials is None or self.authorize is None or name is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if await self.authorize(self.credentials.principal, operation, "TOPIC", name):
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return Errors.TOPIC_AUTHORIZATION_FAILED

@@ -66,6 +66,7 @@ class KafkaListener:
     ) -> None:
         self.bridge = bridge
         self.verifier = verifier  # None: a PLAINTEXT listener (the service does not authorize)
+        self._authorize = verifier.authorize if isinstance(verifier, PlainVerifier) else None
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or host
@@ -246,7 +247,7 @@ class KafkaListener:
         if wait_for:
             await asyncio.wait(wait_for)
         name, _, _, handler = APIS[api_key]
-        session = self.bridge.session(credentials)
+        session = self.bridge.session(credentials, self._authorize)
         ctx = RequestContext(api_key, version, header.client_id or "", client_host, session, self.endpoint)
         try:
             values = await handler(ctx, body)

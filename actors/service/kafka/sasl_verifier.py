@@ -29,10 +29,11 @@ AUDIT_API = "SaslAuthenticate"
 
 
 class PlainVerifier:
-    """Verifies (principal, password) pairs against the principals of the service in `namespace`."""
+    """Verifies (principal, password) pairs against the principals of the service in `namespace`, and answers
+    ACL questions with its `config` (super users, allow.everyone.if.no.acl.found)."""
 
-    def __init__(self, namespace: str | None, metrics: Any = None) -> None:
-        self.guard = RequestGuard(SecurityConfig(authorization=True), LABEL, metrics)
+    def __init__(self, namespace: str | None, config: SecurityConfig, metrics: Any = None) -> None:
+        self.guard = RequestGuard(config, LABEL, metrics)
         self.feed = SecurityFeed(self.guard, namespace)
         self._refreshing = asyncio.Lock()
         self.authenticated = 0
@@ -49,6 +50,12 @@ class PlainVerifier:
             return None
         self.authenticated += 1
         return Credentials(principal, password)
+
+    async def authorize(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
+        """Whether the service's ACLs (as of now) let `principal` do `operation` on the resource."""
+        async with self._refreshing:
+            await self.feed.turn()
+        return self.guard.authorizer.authorize(principal, operation, resource_type, name)
 
     def stats(self) -> dict:
         """Authentications that passed and failed, and the failures by principal ("unknown" if none)."""
