@@ -51,7 +51,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict:
         missing = Errors.UNKNOWN_TOPIC_ID if name is None else (
             await ctx.bridge.missing_topic(name, "READ") if name not in known else Errors.NONE)
         for p in topic.partitions:
-            if missing != Errors.NONE:
+            if missing != Errors.NONE or name is None:
                 rejected.append((i, p.partition_index, missing))
                 continue
             offsets[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
