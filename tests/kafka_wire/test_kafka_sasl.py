@@ -107,6 +107,21 @@ def test_confluent_kafka_commits_and_reads_back_an_allowed_group_and_is_refused_
     assert offsets_of(env.admin, DENIED_GROUP) == {0: 5}  # unchanged
 
 
+def test_confluent_kafka_consumer_protocol_member_joins_as_billing(env):
+    consumer = _confluent(env, "billing-848", env.billing.secret, **{"group.protocol": "consumer"})
+    try:
+        consumer.subscribe([TOPIC])
+
+        def owns_all() -> bool:
+            consumer.poll(0.05)
+            return len(consumer.assignment()) == 6
+
+        wait_for(owns_all, 60, "the KIP-848 member to own the topic", interval_s=0)
+    finally:
+        consumer.close()
+    assert "billing-848" in {g.group_id for g in env.admin.list_groups()}
+
+
 def test_confluent_kafka_with_a_wrong_password_fails_authentication(env):
     errors: list[KafkaError] = []
     consumer = _confluent(env, "billing-ck", "not-the-secret", error_cb=errors.append)
