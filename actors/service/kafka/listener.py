@@ -250,7 +250,10 @@ class KafkaListener:
         ctx = RequestContext(api_key, version, header.client_id or "", client_host, session, self.endpoint)
         try:
             values = await handler(ctx, body)
-            if session.throttle_ms > values.get("throttle_time", session.throttle_ms):  # a request quota
+            # A principal's throttle time (its request quota, or a partition actor past capacity) reaches its Kafka
+            # client as it reaches GroupMember. Without SASL the listener reports 0, as before: passing on the
+            # overload throttle to every Kafka client is issue 30's decision to take.
+            if credentials is not None and session.throttle_ms > values.get("throttle_time", session.throttle_ms):
                 values["throttle_time"] = session.throttle_ms
             data = encode_response(correlation_id, build(response_class(api_key, version), values))
         except Exception:
