@@ -50,8 +50,8 @@ class RequestGuard:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config or SecurityConfig()
         self.enabled = self.config.authorization
-        self.label = label  # the partition ("3") or "router": the metrics' partition tag
-        self.where = "router" if label == "router" else f"partition {label}"
+        self.label = label  # the partition ("3"), "router" or "kafka-listener": the metrics' partition tag
+        self.where = f"partition {label}" if label.isdigit() else label
         self.metrics = metrics  # a RayMetrics, or None
         self.clock = clock
         self.snapshot: SecuritySnapshot | None = None  # None: nothing received yet (serve nothing)

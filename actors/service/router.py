@@ -7,6 +7,7 @@ partition actor directly; they come back here for admin calls and topic metadata
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -129,6 +130,9 @@ class RouterActor(RouterSecurity):
             "storage_path": self.storage_path,
             "num_partitions": self.num_partitions,
             "fsync": self.spec.fsync,
+            # How the service authorizes (super users, allow.everyone.if.no.acl.found), without the operator's hash.
+            "security": dataclasses.replace(self.spec.security, admin_principal=None, admin_hash=None),
+            "metrics": self.spec.observability.metrics,
             "error": self.error,
         }
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 import ray
-from kafka_wire_frames import call, connect, decode_response, raw_frame, read_frame, request_frame
+from kafka_wire_frames import call, connect, decode_response, raw_frame, read_frame, request_class, request_frame
 from kafka_wire_names import TOPIC
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
@@ -19,6 +19,7 @@ from groupcoord.actors.service.kafka import APIS, KAFKA_LISTENER_NAME, KafkaList
 from groupcoord.actors.service.kafka.bridge import cluster_id_of
 
 UNSUPPORTED_VERSION = 35
+ILLEGAL_SASL_STATE = 34
 
 
 def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
@@ -57,6 +58,15 @@ def test_api_versions_at_an_unknown_version_gets_the_v0_answer_with_the_table(ka
     assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == {
         k: (lo, hi) for k, (_, lo, hi, _) in APIS.items()
     }
+
+
+def test_sasl_on_a_listener_without_authorization_is_illegal_sasl_state(kafka_bootstrap):
+    # Authorization off: a PLAINTEXT listener, which answers the SASL APIs as Kafka's KafkaApis does there.
+    handshake = call(kafka_bootstrap, request_class(17, 1)(mechanism="PLAIN"))
+    assert handshake.error_code == ILLEGAL_SASL_STATE and list(handshake.mechanisms) == []
+    answer = call(kafka_bootstrap, request_class(36, 2)(auth_bytes=b"\0billing\0secret"))
+    assert answer.error_code == ILLEGAL_SASL_STATE and "security.protocol=PLAINTEXT" in answer.error_message
+    assert serves(kafka_bootstrap)
 
 
 @pytest.mark.parametrize(("api_key", "version", "why"), [

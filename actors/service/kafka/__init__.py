@@ -2,8 +2,9 @@
 
 `listener.py` frames and dispatches, `codec.py` is the glue to kio (Kafka's messages generated
 from its JSON schemas), `handlers_*.py` translate each API to the protocol's requests, `bridge.py`
-reaches the partition actors (through the client's coalescer) and the router, `actor.py` runs it
-all in a Ray actor.
+reaches the partition actors (through the client's coalescer) and the router, `sasl.py` and
+`sasl_verifier.py` log connections in with SASL/PLAIN as the service's principals when it
+authorizes, `actor.py` runs it all in a Ray actor.
 """
 
 from .actor import (

@@ -14,6 +14,7 @@ import ray
 from ..names import ROUTER_NAME
 from .bridge import ServiceBridge, cluster_id_of
 from .listener import KafkaListener
+from .sasl_verifier import PlainVerifier
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,10 @@ class KafkaListenerActor:
                 namespace, info["num_partitions"], router, partitions,
                 cluster_id_of(namespace, info["storage_path"]),
             )
-            listener = KafkaListener(bridge, host, port, advertised_host(host))
+            # A service that authorizes gets a SASL_PLAINTEXT listener checking its principals.
+            security = info["security"]
+            verifier = PlainVerifier(namespace, security, _auth_metrics(info)) if security.authorization else None
+            listener = KafkaListener(bridge, host, port, advertised_host(host), verifier=verifier)
             asyncio.run_coroutine_threadsafe(listener.start(), self._loop).result(_BIND_TIMEOUT_S)
             self.listener = listener
         except Exception as e:  # reported through info() (raising would make Ray restart it forever)
@@ -80,6 +84,16 @@ class KafkaListenerActor:
         """Stop listening and end every connection."""
         if self.listener is not None:
             asyncio.run_coroutine_threadsafe(self.listener.close(), self._loop).result(_BIND_TIMEOUT_S)
+
+
+def _auth_metrics(info: dict) -> Any:
+    """The metrics the listener counts failed logins in (groupcoord_auth_failures_total), when the service
+    exports metrics."""
+    if not info.get("metrics"):
+        return None
+    from ..metrics import RayMetrics
+
+    return RayMetrics(None)
 
 
 def _listener_options(namespace: str) -> dict:

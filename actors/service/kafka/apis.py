@@ -1,8 +1,10 @@
 """The APIs the listener serves, the versions of each it handles, and ApiVersions itself.
 
-ApiVersions advertises exactly this table. Every version in it is one kio decodes and encodes
-and the handler translates field by field; version-dependent meaning (JoinGroup's member id from
-v4, OffsetFetch's groups from v8, topic ids from v10, ...) is handled in the handlers.
+ApiVersions advertises exactly this table (SaslHandshake and SaslAuthenticate always, as Kafka's
+listeners do: with authorization off they answer ILLEGAL_SASL_STATE, as a PLAINTEXT listener
+does). Every version in it is one kio decodes and encodes and the handler translates field by
+field; version-dependent meaning (JoinGroup's member id from v4, OffsetFetch's groups from v8,
+topic ids from v10, ...) is handled in the handlers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from . import handlers_consumer as consumer
 from . import handlers_groups_admin as admin
 from . import handlers_membership as membership
 from . import handlers_offsets as offsets
+from . import sasl
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Awaitable[dict]]
@@ -42,8 +45,12 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     14: ("SyncGroup", 0, 5, membership.sync_group),
     15: ("DescribeGroups", 0, 6, admin.describe_groups),
     16: ("ListGroups", 0, 5, admin.list_groups),
+    # Served before authentication by sasl.SaslSession; here (authenticated, or authorization off) they are
+    # ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers them.
+    sasl.SASL_HANDSHAKE_KEY: ("SaslHandshake", *sasl.HANDSHAKE_VERSIONS, sasl.illegal_handshake),
     18: ("ApiVersions", 0, 4, api_versions),
     19: ("CreateTopics", 2, 7, cluster.create_topics),
+    sasl.SASL_AUTHENTICATE_KEY: ("SaslAuthenticate", *sasl.AUTHENTICATE_VERSIONS, sasl.illegal_authenticate),
     42: ("DeleteGroups", 0, 2, admin.delete_groups),
     47: ("OffsetDelete", 0, 0, offsets.offset_delete),
     68: ("ConsumerGroupHeartbeat", 0, 1, consumer.consumer_group_heartbeat),

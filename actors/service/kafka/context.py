@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .bridge import ServiceBridge
+from .bridge import BridgeSession
 
 # The listener is the only broker of its cluster: every partition's leader and every group's coordinator.
 NODE_ID = 0
@@ -23,13 +23,14 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RequestContext:
-    """One request's API version, its client (id and "/host" as Kafka shows it) and the service bridge."""
+    """One request's API version, its client (id and "/host" as Kafka shows it) and the service bridge (with the
+    connection's credentials)."""
 
     api_key: int
     version: int
     client_id: str
     client_host: str
-    bridge: ServiceBridge
+    bridge: BridgeSession
     endpoint: Endpoint
 
     def broker(self) -> dict[str, Any]:

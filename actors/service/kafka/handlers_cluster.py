@@ -34,8 +34,9 @@ def _partition_meta(index: int) -> dict:
 
 
 async def metadata(ctx: RequestContext, req: Any) -> dict:
-    """Metadata v0-13: the registry's topics, every partition led by the listener; unknown topics are
-    UNKNOWN_TOPIC_OR_PARTITION (no automatic creation)."""
+    """Metadata v0-13: the registry's topics the principal may DESCRIBE, every partition led by the listener;
+    unknown topics are UNKNOWN_TOPIC_OR_PARTITION (no automatic creation), named topics the principal may not
+    DESCRIBE TOPIC_AUTHORIZATION_FAILED."""
     topics = await ctx.bridge.topics()
     asked = req.topics
     if asked is None or (ctx.version == 0 and not asked):  # all topics (v0: an empty list means all)
@@ -59,7 +60,8 @@ async def metadata(ctx: RequestContext, req: Any) -> dict:
                         "is_internal": False, "partitions": partitions,
                         "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
         else:
-            error = Errors.UNKNOWN_TOPIC_ID if asked_id is not None else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            error = Errors.UNKNOWN_TOPIC_ID if asked_id is not None else (
+                await ctx.bridge.missing_topic(name, "DESCRIBE"))
             out.append({"error_code": error, "name": name, "topic_id": asked_id or _ZERO_ID, "is_internal": False,
                         "partitions": [], "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
     return {"throttle_time": 0, "brokers": [ctx.broker()], "cluster_id": ctx.bridge.cluster_id,
@@ -121,11 +123,14 @@ async def list_offsets(ctx: RequestContext, req: Any) -> dict:
     out = []
     for t in req.topics:
         info = topics.get(t.name)
+        missing = await ctx.bridge.missing_topic(t.name, "DESCRIBE") if info is None else Errors.NONE
         parts = []
         for p in t.partitions:
             answer = {"partition_index": p.partition_index, "error_code": Errors.NONE, "timestamp": -1,
                       "offset": -1, "leader_epoch": -1}
-            if info is None or not 0 <= p.partition_index < info["partitions"]:
+            if info is None:
+                answer["error_code"] = missing
+            elif not 0 <= p.partition_index < info["partitions"]:
                 answer["error_code"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif p.timestamp == LATEST:
                 answer.update(offset=int(info["end_offsets"].get(p.partition_index, 0)), leader_epoch=0)
@@ -148,11 +153,13 @@ async def fetch(ctx: RequestContext, req: Any) -> dict:
         if name is None:
             name = await ctx.bridge.topic_name(t.topic_id)
         info = topics.get(name) if name is not None else None
+        missing = Errors.UNKNOWN_TOPIC_ID if name is None else (
+            await ctx.bridge.missing_topic(name, "READ") if info is None else Errors.NONE)
         parts = []
         for p in t.partitions:
             error = Errors.NONE
             if info is None:
-                error = Errors.UNKNOWN_TOPIC_ID if name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                error = missing
             elif not 0 <= p.partition < info["partitions"]:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
             errors = errors or error != Errors.NONE

@@ -37,7 +37,9 @@ def _topic_entry(ctx: RequestContext, name: str, partitions: list[dict]) -> dict
 
 async def offset_commit(ctx: RequestContext, req: Any) -> dict:
     """OffsetCommit v2-10: partitions of topics the registry does not know get UNKNOWN_TOPIC_OR_PARTITION
-    (UNKNOWN_TOPIC_ID by id), as Kafka answers for topics that do not exist; the others are committed."""
+    (UNKNOWN_TOPIC_ID by id), as Kafka answers for topics that do not exist, and TOPIC_AUTHORIZATION_FAILED
+    for topics the principal may not READ (the partition actors check the ones it sees); the others are
+    committed."""
     names = await _topic_names(ctx, req.topics)
     known = await ctx.bridge.topics()
     if any(n is not None and n not in known for n in names.values()):
@@ -46,10 +48,11 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict:
     rejected: list[tuple[int, int, Errors]] = []
     for i, topic in enumerate(req.topics):
         name = names[i]
+        missing = Errors.UNKNOWN_TOPIC_ID if name is None else (
+            await ctx.bridge.missing_topic(name, "READ") if name not in known else Errors.NONE)
         for p in topic.partitions:
-            if name is None or name not in known:
-                error = Errors.UNKNOWN_TOPIC_ID if name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
-                rejected.append((i, p.partition_index, error))
+            if missing != Errors.NONE or name is None:
+                rejected.append((i, p.partition_index, missing))
                 continue
             offsets[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_metadata or "", getattr(p, "committed_leader_epoch", -1)

@@ -9,6 +9,9 @@ Bad input gets Kafka's answer: ApiVersions at a version it does not know gets th
 with UNSUPPORTED_VERSION and the table; any other API or version not served, a frame that does
 not parse, a size below 0 or above the limit, or a frame that stalls half-sent closes the
 connection (Kafka's broker closes it too); no connection can stop the others.
+With a verifier (the service authorizes) the listener is SASL_PLAINTEXT: each connection first
+authenticates with SASL/PLAIN (sasl.py), one frame at a time, and every later request carries
+its principal's credentials to the partition actors.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ import struct
 from typing import Any
 
 from groupcoord.protocol import Errors
+from groupcoord.protocol.security.credentials import Credentials
 
 from .apis import API_VERSIONS_KEY, APIS, api_versions_answer, supported
 from .bridge import ServiceBridge
 from .codec import MalformedRequest, build, decode_request, encode_response, peek_header, response_class
 from .context import Endpoint, RequestContext
+from .sasl import MAX_RECEIVE_BYTES, SaslSession, State
+from .sasl_verifier import PlainVerifier
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +62,11 @@ class KafkaListener:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         frame_timeout_s: float = FRAME_TIMEOUT_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        verifier: PlainVerifier | None = None,
     ) -> None:
         self.bridge = bridge
+        self.verifier = verifier  # None: a PLAINTEXT listener (the service does not authorize)
+        self._authorize = None if verifier is None else verifier.authorize
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or host
@@ -68,6 +77,7 @@ class KafkaListener:
         self.requests = 0  # served since start
         self.closed_for_bad_input = 0
         self.handler_failures = 0  # requests that parsed but whose handler raised: bugs, logged with their trace
+        self.sasl_closed = 0  # connections closed during SASL authentication (failed, or out of order)
         self.served: dict[str, int] = {}  # "JoinGroup v9" -> requests answered at that version
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()  # connections
@@ -94,10 +104,14 @@ class KafkaListener:
 
     def stats(self) -> dict[str, Any]:
         """Open connections, requests served (in all and by API version), connections closed for bad input,
-        handler failures."""
-        return {"connections": self.connections, "requests": self.requests,
-                "closed_for_bad_input": self.closed_for_bad_input, "handler_failures": self.handler_failures,
-                "served": dict(self.served)}
+        handler failures, the security protocol, and (SASL_PLAINTEXT) logins passed, failed and closed."""
+        out = {"connections": self.connections, "requests": self.requests,
+               "closed_for_bad_input": self.closed_for_bad_input, "handler_failures": self.handler_failures,
+               "served": dict(self.served), "security_protocol": "PLAINTEXT" if self.verifier is None else (
+                   "SASL_PLAINTEXT")}
+        if self.verifier is not None:
+            out["sasl"] = {"closed": self.sasl_closed, **self.verifier.stats()}
+        return out
 
     # --- one connection -------------------------------------------------------------------------
 
@@ -127,20 +141,28 @@ class KafkaListener:
     async def _read(self, reader: asyncio.StreamReader, answers: asyncio.Queue, client_host: str,
                     sender: asyncio.Task) -> None:
         barrier: list[asyncio.Task] = []  # requests not answered yet, which a membership/admin request waits for
+        sasl = None if self.verifier is None else SaslSession(self.verifier)
         while True:
             try:
                 size_bytes = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
             except TimeoutError:
                 raise _Close(f"idle for {self.idle_timeout_s:.0f} s") from None
             (size,) = _SIZE.unpack(size_bytes)
-            if size < 0 or size > self.max_frame_bytes:
-                raise _Close(f"frame size {size} outside 0..{self.max_frame_bytes}")
+            limit = self.max_frame_bytes if sasl is None or sasl.complete else min(MAX_RECEIVE_BYTES,
+                                                                                  self.max_frame_bytes)
+            if size < 0 or size > limit:
+                raise _Close(f"frame size {size} outside 0..{limit}")
             try:
                 frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
             except TimeoutError:
                 raise _Close(f"frame of {size} bytes not complete within {self.frame_timeout_s} s") from None
+            if sasl is not None and not sasl.complete:
+                if not await self._authenticate(sasl, frame, answers, client_host, sender):
+                    return
+                continue
+            credentials = None if sasl is None else sasl.credentials
             barrier = [t for t in barrier if not t.done()]
-            answer = self._dispatch(frame, client_host, barrier)
+            answer = self._dispatch(frame, client_host, barrier, credentials)
             barrier.append(answer)
             # Past MAX_IN_FLIGHT unanswered requests the connection is not read until one is answered.
             queued = asyncio.ensure_future(answers.put(answer))
@@ -148,6 +170,34 @@ class KafkaListener:
             if sender.done():
                 queued.cancel()
                 return
+
+    async def _authenticate(self, sasl: SaslSession, frame: bytes, answers: asyncio.Queue, client_host: str,
+                            sender: asyncio.Task) -> bool:
+        """One frame of a connection that has not authenticated: answered before the next is read (Kafka's
+        authenticator takes one at a time); False once the connection is to be closed."""
+        framed = sasl.state is not State.AUTHENTICATE_RAW  # a handshake-v0 token has no Kafka header
+        step = await sasl.step(frame)
+        if framed and step.frame is not None:
+            api_key, version, _ = peek_header(frame)
+            self._count(APIS[api_key][0], version)
+        if step.serve:  # ApiVersions, from the API table
+            answer = self._dispatch(frame, client_host, [], None)
+            await answers.put(answer)
+            data = await asyncio.shield(answer)
+            sasl.api_versions_answered(data is not None and supported(API_VERSIONS_KEY, peek_header(frame)[1]))
+            return data is not None
+        if step.frame is not None:
+            await answers.put(self._spawn(_done(step.frame)))
+        if not step.close:
+            if sasl.complete:
+                log.debug("Kafka connection from %s authenticated as %s", client_host,
+                          sasl.credentials.principal if sasl.credentials else None)
+            return True
+        self.sasl_closed += 1
+        log.info("closing Kafka connection from %s during SASL authentication: %s", client_host, step.why)
+        await answers.put(self._spawn(_done(None)))  # the sender writes what is due, then closes
+        await asyncio.wait({sender}, timeout=self.frame_timeout_s)
+        return False
 
     async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -166,7 +216,8 @@ class KafkaListener:
         task.add_done_callback(self._requests.discard)
         return task
 
-    def _dispatch(self, frame: bytes, client_host: str, earlier: list[asyncio.Task]) -> asyncio.Task:
+    def _dispatch(self, frame: bytes, client_host: str, earlier: list[asyncio.Task],
+                  credentials: Credentials | None) -> asyncio.Task:
         """Start answering one frame: a task giving the response frame, or None to close the connection."""
         try:
             api_key, version, correlation_id = peek_header(frame)
@@ -179,7 +230,7 @@ class KafkaListener:
         if not supported(api_key, version):
             return self._spawn(self._refuse(f"api key {api_key} version {version} is not served"))
         wait_for = () if api_key in _CONCURRENT_APIS else tuple(earlier)
-        return self._spawn(self._answer(frame, api_key, version, correlation_id, client_host, wait_for))
+        return self._spawn(self._answer(frame, api_key, version, correlation_id, client_host, wait_for, credentials))
 
     async def _refuse(self, why: str) -> None:
         self.closed_for_bad_input += 1
@@ -187,7 +238,7 @@ class KafkaListener:
         return None
 
     async def _answer(self, frame: bytes, api_key: int, version: int, correlation_id: int, client_host: str,
-                      wait_for: tuple[asyncio.Task, ...]) -> bytes | None:
+                      wait_for: tuple[asyncio.Task, ...], credentials: Credentials | None) -> bytes | None:
         try:
             header, body = decode_request(frame, api_key, version)
         except MalformedRequest as e:
@@ -195,18 +246,27 @@ class KafkaListener:
         if wait_for:
             await asyncio.wait(wait_for)
         name, _, _, handler = APIS[api_key]
-        ctx = RequestContext(api_key, version, header.client_id or "", client_host, self.bridge, self.endpoint)
+        session = self.bridge.session(credentials, self._authorize)
+        ctx = RequestContext(api_key, version, header.client_id or "", client_host, session, self.endpoint)
         try:
             values = await handler(ctx, body)
+            # A principal's throttle time (its request quota, or a partition actor past capacity) reaches its Kafka
+            # client as it reaches GroupMember. Without SASL the listener reports 0, as before: passing on the
+            # overload throttle to every Kafka client is issue 30's decision to take.
+            if credentials is not None and session.throttle_ms > values.get("throttle_time", session.throttle_ms):
+                values["throttle_time"] = session.throttle_ms
             data = encode_response(correlation_id, build(response_class(api_key, version), values))
         except Exception:
             self.handler_failures += 1
             log.exception("%s v%d from %s failed; closing the connection", name, version, client_host)
             return None
+        self._count(name, version)
+        return data
+
+    def _count(self, name: str, version: int) -> None:
         self.requests += 1
         key = f"{name} v{version}"
         self.served[key] = self.served.get(key, 0) + 1
-        return data
 
 
 async def _done(value: Any) -> Any:
