@@ -63,8 +63,11 @@ def check_request(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]
             raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
         if req.topic_partitions is None or len(req.topic_partitions) > 0:
             raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
-        if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
-            raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        # An empty list is a subscription (to nothing yet); only a join that sends neither field is refused.
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            raise HeartbeatError(
+                bad, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+            )
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if is_blank(req.member_id):
             raise HeartbeatError(bad, "MemberId can't be empty.")

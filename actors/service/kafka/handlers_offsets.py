@@ -63,6 +63,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict:
             member_id=req.member_id,
             group_instance_id=getattr(req, "group_instance_id", None),
             retention_time_ms=millis(getattr(req, "retention_time", -1)),
+            api_version=ctx.version,
         )
         resp = await ctx.bridge.call(
             req.group_id, "commit_offsets", request, lambda e: OffsetCommitResponse({tp: e for tp in offsets})
