@@ -239,6 +239,9 @@ class OffsetFetchRequest:
     group_id: str
     partitions: Sequence[TopicPartition] | None = None
     require_stable: bool = False
+    # A consumer-protocol member fetching as a member (OffsetFetch v9+, KIP-848): its id and epoch are checked.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True)

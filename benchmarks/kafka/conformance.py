@@ -5,6 +5,9 @@ proves itself, any divergence is the harness's fault). `--left`/`--right` take a
 address (e.g. groupcoord's Kafka listener, configured with `broker.GROUP_SETTINGS`). Sequences are
 `generate(seed)` for consecutive seeds, run `--workers` at a time; every divergence is confirmed
 by a re-run, shrunk, printed, and written with the counts to benchmarks/results/conformance.json.
+`--groupcoord` starts groupcoord here (its Kafka listener, with the broker's group settings) as the
+other side; `--minutes` bounds the first pass (sequences not started by then are not run, and the
+report counts only those that ran).
 """
 
 from __future__ import annotations
@@ -35,17 +38,22 @@ class ConformanceReport:
 
 
 def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settle: float = 0.4,
-             shrink: bool = True) -> ConformanceReport:
-    """Compare every seed's sequence on both targets; confirm (and shrink) one divergence of each kind."""
+             shrink: bool = True, seconds: float | None = None) -> ConformanceReport:
+    """Compare every seed's sequence on both targets; confirm (and shrink) one divergence of each kind.
+
+    With `seconds`, seeds not started within that time of the first pass are skipped (not counted).
+    """
     started = time.perf_counter()
     report = ConformanceReport()
 
-    def one(seed: int) -> tuple[int, int, Divergence | None]:
+    def one(seed: int) -> tuple[int, int, Divergence | None] | None:
+        if seconds is not None and time.perf_counter() - started > seconds:
+            return None
         steps = generate(seed)
         return seed, len(steps), compare(steps, left, right, settle)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        first = list(pool.map(one, seeds))
+        first = [r for r in pool.map(one, seeds) if r is not None]
     for seed, n_steps, divergence in first:
         report.sequences += 1
         report.steps += n_steps
@@ -73,6 +81,12 @@ def _targets(args: argparse.Namespace, stack) -> tuple[Target, Target]:
     broker = stack.enter_context(KafkaBroker())
     print(f"Kafka 4.4 broker {broker.bootstrap} started in {broker.start_seconds:.1f} s")
     kafka = prepare_target("kafka", broker.bootstrap)
+    if args.groupcoord:
+        from benchmarks.kafka.vs_kafka import groupcoord_peer
+
+        peer = stack.enter_context(groupcoord_peer(fsync="always"))
+        print(f"groupcoord's Kafka listener {peer.bootstrap}")
+        return kafka, prepare_target("groupcoord", peer.bootstrap)
     other = prepare_target("other", args.left or args.right) if (args.left or args.right) else kafka
     return kafka, other
 
@@ -90,12 +104,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settle", type=float, default=0.4, help="seconds a JoinGroup/SyncGroup may take")
     parser.add_argument("--left", help="bootstrap of one side (default: a Kafka broker started here)")
     parser.add_argument("--right", help="bootstrap of the other side (default: the same Kafka broker)")
+    parser.add_argument("--groupcoord", action="store_true",
+                        help="the other side is groupcoord's Kafka listener, started here with the broker's settings")
+    parser.add_argument("--minutes", type=float, help="stop starting new sequences after this long")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     with contextlib.ExitStack() as stack:
         left, right = _targets(args, stack)
         seeds = range(args.first_seed, args.first_seed + args.sequences)
-        report = run_many(left, right, seeds, workers=args.workers, settle=args.settle)
+        report = run_many(left, right, seeds, workers=args.workers, settle=args.settle,
+                          seconds=None if args.minutes is None else args.minutes * 60)
     for seed, divergence in report.divergences:
         print(f"\nseed {seed}: {divergence.report(left.name, right.name)}")
     print(f"\n{report.sequences} sequences ({report.steps} requests) {left.bootstrap} vs {right.bootstrap} "
@@ -105,7 +123,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {count:5d} sequences: {kind}")
     results = {
         "machine": common.machine(),
-        "left": left.bootstrap, "right": right.bootstrap, "sequences": report.sequences, "requests": report.steps,
+        "left": f"{left.name} {left.bootstrap}", "right": f"{right.name} {right.bootstrap}",
+        "seeds": [args.first_seed, args.first_seed + report.sequences - 1],
+        "sequences": report.sequences, "requests": report.steps,
         "seconds": round(report.seconds, 1), "divergences": [
             {"seed": s, "steps": [str(x) for x in d.steps], "index": d.index, "left": repr(d.left),
              "right": repr(d.right)} for s, d in report.divergences],

@@ -91,8 +91,11 @@ def check_request(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]
 
 def check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest) -> None:
     """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a lagging member is accepted only one epoch back
-    and only if it owns no more than its current assignment (the response with the new epoch may be lost)."""
+    and only if it owns no more than its current assignment (the response with the new epoch may be lost);
+    epoch 0 (a rejoin under the member's own id) is not checked."""
     received, known = req.member_epoch, member.member_epoch
+    if received == JOIN_GROUP_MEMBER_EPOCH:  # Kafka 4.x: a member that rejoins under its id is not fenced
+        return
     if received > known:
         raise HeartbeatError(
             Errors.FENCED_MEMBER_EPOCH,

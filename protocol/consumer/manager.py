@@ -123,6 +123,15 @@ class ConsumerGroupManager(ConsumerHeartbeatHandler):
             return Errors.STALE_MEMBER_EPOCH
         return Errors.NONE
 
+    def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> Errors:
+        """Kafka's ConsumerGroup.validateOffsetFetch for a fetch sent as a member: it must exist, at its epoch."""
+        member = group.members.get(member_id) if member_id is not None else None
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return Errors.STALE_MEMBER_EPOCH
+        return Errors.NONE
+
     def subscribed(self, group: ConsumerGroup) -> set[str]:
         """The topics a consumer group's members subscribe to (their offsets neither expire nor may be deleted)."""
         return group.subscribed_topics(self.topics)

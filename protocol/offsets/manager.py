@@ -180,6 +180,12 @@ class OffsetMetadataManager:
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """Committed offsets of some or all partitions, answered once every earlier write is durable."""
         known = req.group_id in self.registry
+        if known and (req.member_id is not None or req.member_epoch >= 0):
+            group = self.registry.get(req.group_id)
+            if isinstance(group, ConsumerGroup):
+                error = self.consumer.fetch_error(group, req.member_id, req.member_epoch)
+                if error != Errors.NONE:
+                    return self.rt.respond(OffsetFetchResponse(error, {}))
         committed = self._offsets.get(req.group_id, {}) if known else {}
         if req.partitions is None:
             offsets = {tp: _fetched(v) for tp, v in committed.items()}
