@@ -6,8 +6,8 @@ address (e.g. groupcoord's Kafka listener, configured with `broker.GROUP_SETTING
 `generate(seed)` for consecutive seeds, run `--workers` at a time; every divergence is confirmed
 by a re-run, shrunk, printed, and written with the counts to benchmarks/results/conformance.json.
 `--groupcoord` starts groupcoord here (its Kafka listener, with the broker's group settings) as the
-other side; `--minutes` bounds the first pass (sequences not started by then are not run, and the
-report counts only those that ran).
+other side; `--kafka-setting` overrides a broker setting; `--minutes` bounds the first pass
+(sequences not started by then are not run, and the report counts only those that ran).
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def _targets(args: argparse.Namespace, stack) -> tuple[Target, Target]:
         return prepare_target("left", args.left), prepare_target("right", args.right)
     from benchmarks.kafka.broker import KafkaBroker
 
-    broker = stack.enter_context(KafkaBroker())
+    settings = dict(item.split("=", 1) for item in args.kafka_setting)
+    broker = stack.enter_context(KafkaBroker(settings=settings))
     print(f"Kafka 4.4 broker {broker.bootstrap} started in {broker.start_seconds:.1f} s")
     kafka = prepare_target("kafka", broker.bootstrap)
     if args.groupcoord:
@@ -107,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groupcoord", action="store_true",
                         help="the other side is groupcoord's Kafka listener, started here with the broker's settings")
     parser.add_argument("--minutes", type=float, help="stop starting new sequences after this long")
+    parser.add_argument("--kafka-setting", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting over broker.GROUP_SETTINGS "
+                             "(e.g. group.consumer.migration.policy=disabled)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     with contextlib.ExitStack() as stack:
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {
         "machine": common.machine(),
         "left": f"{left.name} {left.bootstrap}", "right": f"{right.name} {right.bootstrap}",
-        "seeds": [args.first_seed, args.first_seed + report.sequences - 1],
+        "seeds": [args.first_seed, args.first_seed + report.sequences - 1], "kafka_settings": args.kafka_setting,
         "sequences": report.sequences, "requests": report.steps,
         "seconds": round(report.seconds, 1), "divergences": [
             {"seed": s, "steps": [str(x) for x in d.steps], "index": d.index, "left": repr(d.left),
