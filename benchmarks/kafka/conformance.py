@@ -96,8 +96,6 @@ def main(argv: list[str] | None = None) -> None:
     """Run the differential conformance from the command line."""
     import contextlib
 
-    from benchmarks import common
-
     parser = argparse.ArgumentParser(prog="python -m benchmarks conformance", description=__doc__)
     parser.add_argument("--sequences", type=int, default=10_000)
     parser.add_argument("--first-seed", type=int, default=0)
@@ -111,13 +109,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kafka-setting", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting over broker.GROUP_SETTINGS "
                              "(e.g. group.consumer.migration.policy=disabled)")
+    parser.add_argument("--no-shrink", action="store_true", help="confirm divergences but do not shrink them")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         left, right = _targets(args, stack)
         seeds = range(args.first_seed, args.first_seed + args.sequences)
-        report = run_many(left, right, seeds, workers=args.workers, settle=args.settle,
+        report = run_many(left, right, seeds, workers=args.workers, settle=args.settle, shrink=False,
                           seconds=None if args.minutes is None else args.minutes * 60)
+        _write(args, report, left, right, shrunk=False)  # kept even if shrinking is cut short
+        if not args.no_shrink:
+            for i, (seed, divergence) in enumerate(report.divergences):
+                smaller = confirmed_divergence(divergence.steps, left, right, args.settle)
+                if smaller is not None:
+                    report.divergences[i] = (seed, smaller)
+            report.seconds = time.perf_counter() - started
+            _write(args, report, left, right, shrunk=True)
     for seed, divergence in report.divergences:
         print(f"\nseed {seed}: {divergence.report(left.name, right.name)}")
     print(f"\n{report.sequences} sequences ({report.steps} requests) {left.bootstrap} vs {right.bootstrap} "
@@ -125,14 +133,20 @@ def main(argv: list[str] | None = None) -> None:
           f"{len(report.unconfirmed)} first-pass differences that did not reproduce")
     for kind, count in sorted(report.kinds.items(), key=lambda kv: -kv[1]):
         print(f"  {count:5d} sequences: {kind}")
+
+
+def _write(args: argparse.Namespace, report: ConformanceReport, left: Target, right: Target, shrunk: bool) -> None:
+    """benchmarks/results/conformance.json: the run's counts, kinds and one divergence of each kind."""
+    from benchmarks import common
+
     results = {
         "machine": common.machine(),
         "left": f"{left.name} {left.bootstrap}", "right": f"{right.name} {right.bootstrap}",
         "seeds": [args.first_seed, args.first_seed + report.sequences - 1], "kafka_settings": args.kafka_setting,
-        "sequences": report.sequences, "requests": report.steps,
-        "seconds": round(report.seconds, 1), "divergences": [
-            {"seed": s, "steps": [str(x) for x in d.steps], "index": d.index, "left": repr(d.left),
-             "right": repr(d.right)} for s, d in report.divergences],
+        "sequences": report.sequences, "requests": report.steps, "seconds": round(report.seconds, 1),
+        "shrunk": shrunk, "divergences": [
+            {"seed": s, "signature": d.signature(), "steps": [str(x) for x in d.steps], "index": d.index,
+             "left": repr(d.left), "right": repr(d.right)} for s, d in report.divergences],
         "unconfirmed_seeds": report.unconfirmed, "kinds": report.kinds,
     }
     common.RESULTS_DIR.mkdir(exist_ok=True)
