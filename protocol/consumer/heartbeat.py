@@ -377,8 +377,8 @@ def _with_subscription(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatR
 def preferred_assignor(members: Any, assignors: tuple[str, ...] | list[str]) -> str:
     """The assignor most members ask for (Kafka's computePreferredServerAssignor), else the first of `assignors`.
 
-    A tie goes to the assignor listed first in `assignors` (group.consumer.assignors): Kafka breaks it by its
-    HashMap's order, which puts "uniform" before "range", as the default list does.
+    A tie goes to the assignor listed first in `assignors` (group.consumer.assignors). Kafka breaks a tie by
+    the iteration order of its hash tables, which is not stable (docs/conformance.md, "Kept").
     """
     counts: dict[str, int] = {}
     for m in members:
