@@ -318,12 +318,16 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         return self.fence_records(group, member_id), response
 
     def fence_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove a member: its tombstones, new subscription metadata if it changes, and a group epoch bump."""
+        """Remove a member: its tombstones, new subscription metadata if it changes, and a group epoch bump
+        (with the target assignment epoch too when the group is left empty, as Kafka's consumerGroupFenceMembers)."""
         records = member_tombstones(group.group_id, member_id)
         metadata = self._subscription_metadata(group, None, removed=member_id)
         if metadata != group.subscription_metadata:
             records.append(subscription_metadata_record(group.group_id, metadata))
-        records.append(epoch_record(group.group_id, group.group_epoch + 1))
+        epoch = group.group_epoch + 1
+        records.append(epoch_record(group.group_id, epoch))
+        if group.members.keys() <= {member_id}:  # the last member: Kafka's (empty) target assignment follows
+            records.append(target_epoch_record(group.group_id, epoch))
         return records
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:

@@ -49,6 +49,9 @@ FIXED = {
         _cg_join(1, member="bad"), step("fetch", 1, v=9, group="own", member="current", topics="all")),
     "commit v9 with a generation to no group": (
         step("commit", 0, v=9, gen="bad", topic="conf-a", partitions=(0,), offset=5),),
+    "the last member leaves": (_cg_join(0, assignor="range", topics=("conf-a", "conf-b")),
+                               step("cg_heartbeat", 0, v=1, epoch="bad", full=False), step("cg_leave", 0, v=1),
+                               step("cg_describe", v=1, groups="own")),
     "join with a bad session timeout into a consumer group": (
         _cg_join(1), step("join", 0, v=9, session="bad", static=False, topics=("conf-a",))),
 }

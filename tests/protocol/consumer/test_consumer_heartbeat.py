@@ -160,6 +160,15 @@ def test_leaving_with_epoch_minus_one_removes_the_member_and_bumps_the_group_epo
     assert ctx.send(member_id="b", member_epoch=-1).error == Errors.UNKNOWN_MEMBER_ID
 
 
+def test_when_the_last_member_leaves_the_assignment_epoch_follows_the_group_epoch():
+    ctx = ConsumerContext()
+    a = ctx.join("a")
+    assert ctx.describe().assignment_epoch == a.epoch == 2
+    ctx.send(member_id="a", member_epoch=-1)
+    d = ctx.describe()
+    assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Empty", 3, 3)
+
+
 def test_a_static_member_leaving_with_minus_two_keeps_its_partitions_for_its_next_incarnation():
     ctx = ConsumerContext()
     a = ctx.join("a1", instance_id="i-a")
