@@ -181,12 +181,15 @@ class OffsetCommitRequest:
     member_id: str = ""
     group_instance_id: str | None = None
     retention_time_ms: int = -1
+    # The OffsetCommit version a Kafka client sent (None: the Python API). Kafka refuses versions below 9
+    # from a member of a consumer-protocol (KIP-848) group with UNSUPPORTED_VERSION.
+    api_version: int | None = None
 
     def __reduce__(self) -> tuple:
         # Pickled as flat tuples: a commit carries many NamedTuples, and pickling each one costs
         # more than the shard's whole work on it (this is what Ray sends to a partition actor).
         offsets = self.offsets
-        rest = (self.generation_id, self.member_id, self.group_instance_id, self.retention_time_ms)
+        rest = (self.generation_id, self.member_id, self.group_instance_id, self.retention_time_ms, self.api_version)
         tp, om = TopicPartition, OffsetAndMetadata
         if type(offsets) is not dict or not all(type(k) is tp and type(v) is om for k, v in offsets.items()):
             return OffsetCommitRequest, (self.group_id, offsets, *rest)
@@ -214,12 +217,13 @@ _new_tuple = tuple.__new__
 
 
 def _commit_request_from_wire(
-    flat: list, group_id: str, generation_id: int, member_id: str, instance_id: str | None, retention: int
+    flat: list, group_id: str, generation_id: int, member_id: str, instance_id: str | None, retention: int,
+    api_version: int | None = None,
 ) -> OffsetCommitRequest:
     """Rebuild an OffsetCommitRequest pickled by its `__reduce__`."""
     tp, om = TopicPartition, OffsetAndMetadata
     offsets = {_new_tuple(tp, (t, p)): _new_tuple(om, (o, m, e)) for t, p, o, m, e in flat}
-    return OffsetCommitRequest(group_id, offsets, generation_id, member_id, instance_id, retention)
+    return OffsetCommitRequest(group_id, offsets, generation_id, member_id, instance_id, retention, api_version)
 
 
 def _commit_response_from_wire(items: list[tuple[str, int, int]], throttle_time_ms: int = 0) -> OffsetCommitResponse:
@@ -235,6 +239,9 @@ class OffsetFetchRequest:
     group_id: str
     partitions: Sequence[TopicPartition] | None = None
     require_stable: bool = False
+    # A consumer-protocol member fetching as a member (OffsetFetch v9+, KIP-848): its id and epoch are checked.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True)

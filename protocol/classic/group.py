@@ -115,6 +115,9 @@ class ClassicGroup:
         self.new_member_added = False
         self.rebalance_started_ms: int | None = None  # when the current rebalance began (in memory only)
         self._protocol_counts: Counter[str] = Counter()
+        # The topics of the members of the current generation, taken when it started (or was loaded), as
+        # Kafka's ClassicGroup keeps them: a member joining mid-rebalance does not count until the next one.
+        self._subscribed: set[str] | None = None
 
     # --- state ---------------------------------------------------------------------------
 
@@ -306,10 +309,19 @@ class ClassicGroup:
         else:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
+        self.remember_subscribed_topics()
         self.pending_sync_members.clear()
 
     def subscribed_topics(self) -> set[str] | None:
-        """Topics the members subscribe to (consumer protocol), or None when they cannot be known."""
+        """Topics the current generation's members subscribe to (consumer protocol), or None when they cannot be
+        known (no generation yet, or metadata that does not parse)."""
+        return self._subscribed
+
+    def remember_subscribed_topics(self) -> None:
+        """Take the members' topics as the generation's (at its start, or when the group is loaded)."""
+        self._subscribed = self._compute_subscribed_topics()
+
+    def _compute_subscribed_topics(self) -> set[str] | None:
         from ..assignors.consumer_protocol import subscribed_topics
 
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:

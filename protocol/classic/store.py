@@ -147,4 +147,5 @@ class GroupStore:
             group.add(member)
         group.protocol_type = value.protocol_type or None
         group.leader_id = value.leader
+        group.remember_subscribed_topics()
         return group

@@ -23,6 +23,8 @@ from .records import (
 # topic -> partitions
 Assignment = Mapping[str, frozenset[int]]
 NO_ASSIGNMENT: Assignment = {}
+# The group and target assignment epochs of a group without epoch records.
+INITIAL_GROUP_EPOCH = 1
 
 
 class MemberState(enum.IntEnum):
@@ -123,8 +125,10 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # Kafka 4.4 starts a new group at epoch 1 (ModernGroup and TargetAssignmentMetadata.INITIAL): a first
+        # member that subscribes to topics bumps it to 2, one with an empty subscription stays at 1.
+        self.group_epoch = INITIAL_GROUP_EPOCH
+        self.assignment_epoch = INITIAL_GROUP_EPOCH
         self.subscription_metadata: dict[str, int] = {}
         self.members: dict[str, ConsumerGroupMember] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id

@@ -148,15 +148,19 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         # New to the group (a static member's new incarnation is not: _member_for wrote its records).
         new = member.member_id not in group.members and len(records) == replacing
 
-        # 1. The subscription: a change of topics bumps the group epoch.
+        # 1. The subscription: a change of topics, or of the group's preferred assignor, bumps the group epoch
+        # (a new member with an empty subscription does not: it takes the current target assignment).
         updated = _with_subscription(member, req)
         bump = False
         if updated != member or new:
             records.append(subscription_record(group_id, updated))
             bump = (
-                new
-                or updated.subscribed_topic_names != member.subscribed_topic_names
+                updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
+                or (
+                    updated.server_assignor != member.server_assignor
+                    and self._preferred(group, updated, target_id) != self._preferred(group)
+                )
             )
         group_epoch = group.group_epoch
         metadata = group.subscription_metadata
@@ -248,7 +252,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
             mid: MemberSpec(self._topics_of(m, metadata), m.instance_id, previous.get(mid, {}))
             for mid, m in members.items()
         }
-        name = preferred_assignor(members.values(), self.config.consumer_assignors[0])
+        name = preferred_assignor(members.values(), self.config.consumer_assignors)
         try:
             new = server_assignor(name).assign(specs, metadata)
         except PartitionAssignorError as e:
@@ -262,6 +266,14 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         records.append(target_epoch_record(group.group_id, epoch))
         log.info("group %s: new target assignment for epoch %d with the %s assignor", group.group_id, epoch, name)
         return new.get(updated.member_id, {})
+
+    def _preferred(self, group: ConsumerGroup, updated: ConsumerGroupMember | None = None, replaced: str = "") -> str:
+        """The group's preferred server assignor, or what it would be with `updated` in (in place of `replaced`)."""
+        members = group.members
+        if updated is not None:
+            members = {mid: m for mid, m in members.items() if mid != replaced}
+            members[updated.member_id] = updated
+        return preferred_assignor(members.values(), self.config.consumer_assignors)
 
     def _topics_of(self, member: ConsumerGroupMember, metadata: dict[str, int]) -> frozenset[str]:
         topics = {t for t in member.subscribed_topic_names if t in metadata}
@@ -306,12 +318,16 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         return self.fence_records(group, member_id), response
 
     def fence_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove a member: its tombstones, new subscription metadata if it changes, and a group epoch bump."""
+        """Remove a member: its tombstones, new subscription metadata if it changes, and a group epoch bump
+        (with the target assignment epoch too when the group is left empty, as Kafka's consumerGroupFenceMembers)."""
         records = member_tombstones(group.group_id, member_id)
         metadata = self._subscription_metadata(group, None, removed=member_id)
         if metadata != group.subscription_metadata:
             records.append(subscription_metadata_record(group.group_id, metadata))
-        records.append(epoch_record(group.group_id, group.group_epoch + 1))
+        epoch = group.group_epoch + 1
+        records.append(epoch_record(group.group_id, epoch))
+        if group.members.keys() <= {member_id}:  # the last member: Kafka's (empty) target assignment follows
+            records.append(target_epoch_record(group.group_id, epoch))
         return records
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
@@ -362,12 +378,17 @@ def _with_subscription(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatR
     return dataclasses.replace(member, **changes)
 
 
-def preferred_assignor(members: Any, default: str) -> str:
-    """The assignor most members ask for (Kafka's computePreferredServerAssignor), else the default."""
+def preferred_assignor(members: Any, assignors: tuple[str, ...] | list[str]) -> str:
+    """The assignor most members ask for (Kafka's computePreferredServerAssignor), else the first of `assignors`.
+
+    A tie goes to the assignor listed first in `assignors` (group.consumer.assignors). Kafka breaks a tie by
+    the iteration order of its hash tables, which is not stable (docs/conformance.md, "Kept").
+    """
     counts: dict[str, int] = {}
     for m in members:
         if m.server_assignor is not None:
             counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
     if not counts:
-        return default
-    return max(sorted(counts), key=lambda name: counts[name])
+        return assignors[0]
+    rank = {name: i for i, name in enumerate(assignors)}
+    return min(counts, key=lambda name: (-counts[name], rank.get(name, len(rank)), name))

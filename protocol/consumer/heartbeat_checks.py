@@ -63,8 +63,11 @@ def check_request(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]
             raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
         if req.topic_partitions is None or len(req.topic_partitions) > 0:
             raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
-        if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
-            raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        # An empty list is a subscription (to nothing yet); only a join that sends neither field is refused.
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            raise HeartbeatError(
+                bad, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+            )
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if is_blank(req.member_id):
             raise HeartbeatError(bad, "MemberId can't be empty.")
@@ -88,8 +91,11 @@ def check_request(req: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]
 
 def check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeatRequest) -> None:
     """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a lagging member is accepted only one epoch back
-    and only if it owns no more than its current assignment (the response with the new epoch may be lost)."""
+    and only if it owns no more than its current assignment (the response with the new epoch may be lost);
+    epoch 0 (a rejoin under the member's own id) is not checked."""
     received, known = req.member_epoch, member.member_epoch
+    if received == JOIN_GROUP_MEMBER_EPOCH:  # Kafka 4.x: a member that rejoins under its id is not fenced
+        return
     if received > known:
         raise HeartbeatError(
             Errors.FENCED_MEMBER_EPOCH,

@@ -81,7 +81,7 @@ class ConsumerGroupManager(ConsumerHeartbeatHandler):
                 m.client_id,
                 m.client_host,
                 list(m.subscribed_topic_names),
-                m.subscribed_topic_regex,
+                m.subscribed_topic_regex or "",  # Kafka describes a member without a regex with ""
                 _partitions(m.assigned_partitions),
                 _partitions(group.target_of(m.member_id)),
             )
@@ -93,7 +93,7 @@ class ConsumerGroupManager(ConsumerHeartbeatHandler):
             group.state.value,
             group.group_epoch,
             group.assignment_epoch,
-            preferred_assignor(group.members.values(), self.config.consumer_assignors[0]),
+            preferred_assignor(group.members.values(), self.config.consumer_assignors),
             members,
         )
 
@@ -117,7 +117,18 @@ class ConsumerGroupManager(ConsumerHeartbeatHandler):
         member = group.members.get(req.member_id)
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
+        if req.api_version is not None and req.api_version < 9:  # a KIP-848 member commits with v9 or later
+            return Errors.UNSUPPORTED_VERSION
         if req.generation_id != member.member_epoch:
+            return Errors.STALE_MEMBER_EPOCH
+        return Errors.NONE
+
+    def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> Errors:
+        """Kafka's ConsumerGroup.validateOffsetFetch for a fetch sent as a member: it must exist, at its epoch."""
+        member = group.members.get(member_id) if member_id is not None else None
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
             return Errors.STALE_MEMBER_EPOCH
         return Errors.NONE
 

@@ -94,8 +94,8 @@ class DescribedConsumerGroup:
     error: Errors
     group_id: str
     group_state: str = ""
-    group_epoch: int = -1
-    assignment_epoch: int = -1
+    group_epoch: int = 0  # Kafka's DescribedGroup defaults, also in an error entry
+    assignment_epoch: int = 0
     assignor_name: str = ""
     members: list[DescribedConsumerGroupMember] = field(default_factory=list)
     error_message: str | None = None

@@ -154,9 +154,12 @@ class OffsetMetadataManager:
     def _validate_commit(self, group: ClassicGroup | None, req: OffsetCommitRequest) -> Errors:
         """Kafka's OffsetCommit validation (Java ClassicGroup.validateOffsetCommit), first match wins."""
         if group is None:
-            # Java answers GROUP_ID_NOT_FOUND from OffsetCommit v9 on; our request carries no
-            # version, so we give the answer of v0-v8 (and of Kafka's Scala coordinator).
-            return Errors.NONE if req.generation_id < 0 else Errors.ILLEGAL_GENERATION
+            # Java answers GROUP_ID_NOT_FOUND from OffsetCommit v9 on; before v9, and to the Python API
+            # (no version), the answer of v0-v8 (and of Kafka's Scala coordinator).
+            if req.generation_id < 0:
+                return Errors.NONE
+            v9 = req.api_version is not None and req.api_version >= 9
+            return Errors.GROUP_ID_NOT_FOUND if v9 else Errors.ILLEGAL_GENERATION
         if group.in_state(GroupState.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
         if req.generation_id < 0 and group.in_state(GroupState.EMPTY):
@@ -180,6 +183,12 @@ class OffsetMetadataManager:
     def fetch_offsets(self, req: OffsetFetchRequest) -> Deferred[OffsetFetchResponse]:
         """Committed offsets of some or all partitions, answered once every earlier write is durable."""
         known = req.group_id in self.registry
+        if known and (req.member_id is not None or req.member_epoch >= 0):
+            group = self.registry.get(req.group_id)
+            if isinstance(group, ConsumerGroup):
+                error = self.consumer.fetch_error(group, req.member_id, req.member_epoch)
+                if error != Errors.NONE:
+                    return self.rt.respond(OffsetFetchResponse(error, {}))
         committed = self._offsets.get(req.group_id, {}) if known else {}
         if req.partitions is None:
             offsets = {tp: _fetched(v) for tp, v in committed.items()}

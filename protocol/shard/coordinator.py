@@ -52,7 +52,7 @@ from ..messages import (
 from ..offsets.manager import OffsetMetadataManager
 from ..offsets.retention_sweep import RetentionSweep
 from ..records import GroupMetadataKey, OffsetCommitKey, Record
-from ..responses import error_response
+from ..responses import error_response, join_error
 from ..values import GroupState, GroupType
 from .clock import Clock, SystemClock
 from .conversions import GroupConversions
@@ -308,13 +308,15 @@ class GroupCoordinator:
         return self._handle(Api.JOIN_GROUP, req, self._classic_join)
 
     def _classic_join(self, req: JoinGroupRequest) -> Deferred[JoinGroupResponse]:
-        if self.consumer.get(req.group_id) is not None:
+        cfg = self.config
+        timeout_ok = cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms
+        if timeout_ok and self.consumer.get(req.group_id) is not None:  # Kafka checks the session timeout first
             records = self.registry.conversion_records(req.group_id, GroupType.CLASSIC)
             if records is None:
-                # Kafka would let a classic member into a consumer group (online migration); we refuse it.
-                return self.runtime.respond(error_response(Api.JOIN_GROUP, req, Errors.INCONSISTENT_GROUP_PROTOCOL))
-            cfg = self.config
-            if not req.member_id and cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+                # Kafka with group.consumer.migration.policy=disabled: a classic member cannot join a non-empty
+                # consumer group (an error raised in the coordinator: the answer carries no member id).
+                return self.runtime.respond(join_error(Errors.INCONSISTENT_GROUP_PROTOCOL))
+            if not req.member_id:
                 # The empty consumer group becomes an empty classic group in one batch, or not at all.
                 self.runtime.append(records)
         return self.groups.join_group(req)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import random
 import socket
 import struct
@@ -13,6 +14,7 @@ import ray
 from kafka_wire_frames import call, connect, decode_response, raw_frame, read_frame, request_class, request_frame
 from kafka_wire_names import TOPIC
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from groupcoord.actors.service.kafka import APIS, KAFKA_LISTENER_NAME, KafkaListener, ServiceBridge
@@ -155,3 +157,12 @@ def test_fuzzed_frames_never_stop_the_listener(kafka_bootstrap, kafka_service):
     assert after["handler_failures"] == before["handler_failures"] == 0  # every request that parsed was answered
     assert serves(kafka_bootstrap)
     assert ray.get(actor.info.remote())["bootstrap"] == kafka_bootstrap
+
+
+def test_consumer_group_heartbeat_v1_without_a_member_id_is_invalid_request(kafka_bootstrap):
+    # From v1 the client generates its member id (KIP-1082): Kafka refuses an empty one, even on a join.
+    answer = call(kafka_bootstrap, ConsumerGroupHeartbeatRequest(
+        group_id="wire-empty-member", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(TOPIC,),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=()))
+    assert (answer.error_code, answer.error_message, answer.member_id) == (42, "MemberId can't be empty.", None)

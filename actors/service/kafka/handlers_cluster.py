@@ -70,9 +70,12 @@ async def metadata(ctx: RequestContext, req: Any) -> dict:
 
 
 async def find_coordinator(ctx: RequestContext, req: Any) -> dict:
-    """FindCoordinator v0-6: the listener coordinates every group; other key types are INVALID_REQUEST."""
+    """FindCoordinator v0-6: the listener coordinates every group; other key types are INVALID_REQUEST.
+
+    As Kafka's, a successful answer's error message is "NONE" (the message of error 0).
+    """
     key_type = getattr(req, "key_type", GROUP_KEY_TYPE)
-    error, message = Errors.NONE, None
+    error, message = Errors.NONE, "NONE"
     if key_type != GROUP_KEY_TYPE:
         error, message = Errors.INVALID_REQUEST, f"groupcoord coordinates groups only (key type {key_type})"
     broker = ctx.broker()

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from groupcoord.protocol import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartition
+from groupcoord.protocol import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, Errors, TopicPartition
+from groupcoord.protocol.consumer.heartbeat_checks import is_blank
 
 from .codec import millis
 from .context import RequestContext
 
 
 async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict:
-    """ConsumerGroupHeartbeat v0-1: join (epoch 0), heartbeat and acknowledge, or leave (epoch -1, static -2)."""
+    """ConsumerGroupHeartbeat v0-1: join (epoch 0), heartbeat and acknowledge, or leave (epoch -1, static -2).
+
+    From v1 the client generates its member id (KIP-1082): Kafka refuses an empty one in every request.
+    """
+    if ctx.version >= 1 and is_blank(req.member_id):
+        return {"throttle_time": 0, "error_code": Errors.INVALID_REQUEST, "error_message": "MemberId can't be empty.",
+                "member_id": None, "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
     owned = None
     if req.topic_partitions is not None:
         owned = []

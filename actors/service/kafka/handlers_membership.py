@@ -60,7 +60,14 @@ async def join_group(ctx: RequestContext, req: Any) -> dict:
 
 
 async def sync_group(ctx: RequestContext, req: Any) -> dict:
-    """SyncGroup v0-5: the leader's request carries every member's assignment."""
+    """SyncGroup v0-5: the leader's request carries every member's assignment.
+
+    From v5 the protocol type and name are mandatory: Kafka's API layer refuses a request without them
+    with INCONSISTENT_GROUP_PROTOCOL before the coordinator sees it (so before the member is checked).
+    """
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        return {"throttle_time": 0, "error_code": Errors.INCONSISTENT_GROUP_PROTOCOL, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     request = SyncGroupRequest(
         group_id=req.group_id,
         generation_id=req.generation_id,

@@ -66,6 +66,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict:
             member_id=req.member_id,
             group_instance_id=getattr(req, "group_instance_id", None),
             retention_time_ms=millis(getattr(req, "retention_time", -1)),
+            api_version=ctx.version,
         )
         resp = await ctx.bridge.call(
             req.group_id, "commit_offsets", request, lambda e: OffsetCommitResponse({tp: e for tp in offsets})
@@ -86,8 +87,10 @@ async def offset_commit(ctx: RequestContext, req: Any) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
-async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> tuple[Errors, list]:
-    """One group's committed offsets as Kafka's response topics (all of them when `topics` is None)."""
+async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
+                     member_id: str | None = None, member_epoch: int = -1) -> tuple[Errors, list]:
+    """One group's committed offsets as Kafka's response topics (all of them when `topics` is None); from v9
+    a KIP-848 member's id and epoch are checked (an error answers the group with no topics, as Kafka)."""
     partitions = None
     if topics is not None:
         names = await _topic_names(ctx, topics)
@@ -96,9 +99,11 @@ async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_st
             for p in t.partition_indexes
         ]
     resp = await ctx.bridge.call(
-        group_id, "fetch_offsets", OffsetFetchRequest(group_id, partitions, require_stable),
+        group_id, "fetch_offsets", OffsetFetchRequest(group_id, partitions, require_stable, member_id, member_epoch),
         lambda e: OffsetFetchResponse(e, {}),
     )
+    if resp.error in (Errors.UNKNOWN_MEMBER_ID, Errors.STALE_MEMBER_EPOCH):
+        return resp.error, []
     by_topic: dict[str, list[dict]] = {}
     for tp, p in sorted(resp.offsets.items()):
         by_topic.setdefault(tp.topic, []).append({
@@ -132,7 +137,8 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> dict:
         return {"throttle_time": 0, "topics": out, "error_code": error}
     groups = []
     for group in req.groups:
-        error, out = await _fetch_one(ctx, group.group_id, group.topics, req.require_stable)
+        error, out = await _fetch_one(ctx, group.group_id, group.topics, req.require_stable,
+                                      getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
         groups.append({"group_id": group.group_id, "topics": out, "error_code": error})
     return {"throttle_time": 0, "groups": groups}
 

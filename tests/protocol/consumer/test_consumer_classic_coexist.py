@@ -121,6 +121,39 @@ def test_offset_commits_of_consumer_group_members_check_the_member_epoch():
     assert commit(-1, "") == Errors.NONE
 
 
+def test_a_kip848_member_commits_with_offset_commit_v9_or_later():
+    ctx = ConsumerContext()
+    a = ctx.join("a")
+
+    def commit(version: int | None) -> Errors:
+        req = OffsetCommitRequest(GROUP, {TP0: OffsetAndMetadata(1)}, a.epoch, "a", api_version=version)
+        return ctx.coord.commit_offsets(req).result().errors[TP0]
+
+    assert (commit(8), commit(9), commit(None)) == (Errors.UNSUPPORTED_VERSION, Errors.NONE, Errors.NONE)
+
+
+def test_offset_fetch_as_a_member_checks_its_id_and_epoch():
+    ctx = ConsumerContext()
+    a = ctx.join("a")
+
+    def fetch(member_id: str | None, epoch: int) -> Errors:
+        return ctx.coord.fetch_offsets(OffsetFetchRequest(GROUP, None, False, member_id, epoch)).result().error
+
+    assert fetch("a", a.epoch) == Errors.NONE
+    assert fetch(None, -1) == Errors.NONE  # not as a member (the admin client)
+    assert fetch("nobody", a.epoch) == Errors.UNKNOWN_MEMBER_ID
+    assert fetch("a", a.epoch - 1) == Errors.STALE_MEMBER_EPOCH
+
+
+def test_a_classic_join_into_a_consumer_group_checks_the_session_timeout_first_and_names_no_member():
+    ctx = ConsumerContext()
+    ctx.join("a")
+    refused = ctx.coord.join_group(JoinGroupRequest(GROUP, 10_000, member_id="m", protocols=[("range", b"")]))
+    assert (refused.result().error, refused.result().member_id) == (Errors.INCONSISTENT_GROUP_PROTOCOL, "")
+    bad = ctx.coord.join_group(JoinGroupRequest(GROUP, 1, member_id="m", protocols=[("range", b"")])).result()
+    assert (bad.error, bad.member_id) == (Errors.INVALID_SESSION_TIMEOUT, "m")
+
+
 def test_delete_groups_and_offset_delete_on_consumer_groups():
     ctx = ConsumerContext(topics={"t": 6, "old": 1})
     a = ctx.join("a")

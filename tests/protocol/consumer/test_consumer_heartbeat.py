@@ -30,7 +30,7 @@ from groupcoord.protocol import Errors, TopicPartition
             },
             "TopicPartitions must be empty",
         ),
-        ({"member_epoch": 0, "rebalance_timeout_ms": 1, "topic_partitions": []}, "SubscribedTopicNames or"),
+        ({"member_epoch": 0, "rebalance_timeout_ms": 1, "topic_partitions": []}, "Either SubscribedTopicNames or"),
         ({"member_id": "m", "member_epoch": -2}, "InstanceId can't be null."),
         ({"member_id": "m", "member_epoch": -3}, "MemberEpoch is invalid."),
         ({"member_id": "m", "member_epoch": 1, "instance_id": ""}, "InstanceId can't be empty."),
@@ -57,13 +57,45 @@ def test_unknown_server_assignor_is_unsupported_assignor():
     assert "Supported assignors: uniform, range." in resp.error_message
 
 
-def test_first_member_gets_every_partition_and_epoch_one():
+def test_first_member_gets_every_partition_and_epoch_two():
+    # As Kafka 4.4: a new group starts at epoch 1, and the first member's subscription bumps it to 2.
     ctx = ConsumerContext()
     a = ctx.join("a")
-    assert a.epoch == 1 and a.owned == tps("t", *range(6))
+    assert a.epoch == 2 and a.owned == tps("t", *range(6))
     assert a.last.heartbeat_interval_ms == ctx.config.consumer_heartbeat_interval_ms
     d = ctx.describe()
-    assert (d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == ("Stable", 1, 1, "uniform")
+    assert (d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == ("Stable", 2, 2, "uniform")
+
+
+def test_a_member_with_an_empty_subscription_joins_at_the_current_epoch_without_a_bump():
+    # Kafka accepts an empty (not null) subscription: nothing to assign, so no new group epoch.
+    ctx = ConsumerContext()
+    resp = ctx.send(member_id="e", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=[],
+                    topic_partitions=[])  # fmt: skip
+    assert (resp.error, resp.member_epoch, resp.assignment) == (Errors.NONE, 1, [])
+    d = ctx.describe()
+    assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Stable", 1, 1)
+    a = ctx.join("a")  # a subscription bumps the epoch; the empty member gets nothing
+    assert a.epoch == 2 and a.owned == tps("t", *range(6)) and ctx.describe().group_epoch == 2
+
+
+def test_a_change_of_the_preferred_assignor_bumps_the_group_epoch():
+    ctx = ConsumerContext()
+    a = ctx.join("a")
+    assert ctx.describe().group_epoch == 2
+    ctx.heartbeat(a, server_assignor="range")  # same topics, another assignor: a new target assignment
+    d = ctx.describe()
+    assert (d.group_epoch, d.assignor_name) == (3, "range")
+    ctx.heartbeat(a, server_assignor="range")  # unchanged: no bump
+    assert ctx.describe().group_epoch == 3
+
+
+def test_an_assignor_tie_goes_to_the_first_configured_assignor():
+    # Kafka breaks a tie by its HashMap's order, which puts "uniform" first, as group.consumer.assignors does.
+    ctx = ConsumerContext()
+    ctx.join("a", server_assignor="range")
+    ctx.join("b", server_assignor="uniform")
+    assert ctx.describe().assignor_name == "uniform"
 
 
 def test_member_id_is_generated_when_empty():
@@ -87,19 +119,20 @@ def test_member_epoch_ahead_or_behind_is_fenced_but_the_previous_epoch_with_a_su
     a = ctx.join("a")
     b = ctx.join("b")
     ctx.settle([a, b])
-    assert a.epoch == b.epoch == 2
-    ahead = ctx.send(member_id="a", member_epoch=3, topic_partitions=[])
-    assert ahead.error == Errors.FENCED_MEMBER_EPOCH and "greater member epoch (3)" in ahead.error_message
-    # Rejoining with epoch 0 under the same member id is a smaller epoch too.
-    behind = ctx.send(
+    assert a.epoch == b.epoch == 3
+    ahead = ctx.send(member_id="a", member_epoch=4, topic_partitions=[])
+    assert ahead.error == Errors.FENCED_MEMBER_EPOCH and "greater member epoch (4)" in ahead.error_message
+    # Rejoining with epoch 0 under the same member id is not fenced (Kafka 4.x): the member keeps its epoch
+    # and its assignment, which the answer carries in full.
+    rejoin = ctx.send(
         member_id="a", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["t"], topic_partitions=[]
     )
-    assert behind.error == Errors.FENCED_MEMBER_EPOCH
-    # The response that moved `a` to epoch 2 was lost: epoch 1 with a subset of its partitions is fine.
-    lost = ctx.send(member_id="a", member_epoch=1, topic_partitions=sorted(a.owned))
-    assert lost.error == Errors.NONE and lost.member_epoch == 2
+    assert (rejoin.error, rejoin.member_epoch, set(rejoin.assignment)) == (Errors.NONE, 3, a.owned)
+    # The response that moved `a` to epoch 3 was lost: epoch 2 with a subset of its partitions is fine.
+    lost = ctx.send(member_id="a", member_epoch=2, topic_partitions=sorted(a.owned))
+    assert lost.error == Errors.NONE and lost.member_epoch == 3
     # ...but not with partitions it does not hold.
-    other = ctx.send(member_id="a", member_epoch=1, topic_partitions=sorted(b.owned))
+    other = ctx.send(member_id="a", member_epoch=2, topic_partitions=sorted(b.owned))
     assert other.error == Errors.FENCED_MEMBER_EPOCH
 
 
@@ -120,11 +153,20 @@ def test_leaving_with_epoch_minus_one_removes_the_member_and_bumps_the_group_epo
     resp = ctx.send(member_id="b", member_epoch=-1)
     assert (resp.error, resp.member_id, resp.member_epoch) == (Errors.NONE, "b", -1)
     assert set(ctx.group().members) == {"a"}
-    assert ctx.describe().group_epoch == 3
+    assert ctx.describe().group_epoch == 4
     # The leaver's partitions are free at once: the next heartbeat gives them to `a`.
     ctx.heartbeat(a)
-    assert a.owned == tps("t", *range(6)) and a.epoch == 3
+    assert a.owned == tps("t", *range(6)) and a.epoch == 4
     assert ctx.send(member_id="b", member_epoch=-1).error == Errors.UNKNOWN_MEMBER_ID
+
+
+def test_when_the_last_member_leaves_the_assignment_epoch_follows_the_group_epoch():
+    ctx = ConsumerContext()
+    a = ctx.join("a")
+    assert ctx.describe().assignment_epoch == a.epoch == 2
+    ctx.send(member_id="a", member_epoch=-1)
+    d = ctx.describe()
+    assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Empty", 3, 3)
 
 
 def test_a_static_member_leaving_with_minus_two_keeps_its_partitions_for_its_next_incarnation():
@@ -177,9 +219,9 @@ def test_the_assignment_is_sent_only_when_it_changes_or_on_a_full_request():
 def test_changing_the_subscription_bumps_the_epoch_and_moves_the_assignment():
     ctx = ConsumerContext(topics={"t": 2, "u": 2})
     a = ctx.join("a")
-    assert ctx.describe().group_epoch == 1
-    ctx.heartbeat(a, subscribed_topic_names=["u"])
     assert ctx.describe().group_epoch == 2
+    ctx.heartbeat(a, subscribed_topic_names=["u"])
+    assert ctx.describe().group_epoch == 3
     ctx.settle([a])
     assert a.owned == tps("u", 0, 1)
 
@@ -200,7 +242,7 @@ def test_adding_partitions_to_a_subscribed_topic_reassigns():
     a = ctx.join("a")
     ctx.coord.update_topic_metadata({"t": 4})
     ctx.heartbeat(a)
-    assert a.owned == tps("t", 0, 1, 2, 3) and ctx.describe().group_epoch == 2
+    assert a.owned == tps("t", 0, 1, 2, 3) and ctx.describe().group_epoch == 3
 
 
 def test_a_group_id_with_spaces_around_a_name_is_not_blank():

@@ -13,16 +13,16 @@ def test_a_partition_goes_to_its_new_owner_only_after_the_old_one_released_it():
     a = ctx.join("a")
     b = ctx.join("b")
     # b is at the new epoch but its partitions are still a's: UNRELEASED_PARTITIONS, nothing assigned yet.
-    assert b.epoch == 2 and b.owned == set()
+    assert b.epoch == 3 and b.owned == set()
     assert ctx.group().members["b"].state is MemberState.UNRELEASED_PARTITIONS
-    # a is asked to revoke half: it stays at epoch 1 in UNREVOKED_PARTITIONS until it reports them gone.
+    # a is asked to revoke half: it stays at epoch 2 in UNREVOKED_PARTITIONS until it reports them gone.
     ctx.heartbeat(a)
-    assert a.epoch == 1 and len(a.owned) == 3
+    assert a.epoch == 2 and len(a.owned) == 3
     assert ctx.group().members["a"].state is MemberState.UNREVOKED_PARTITIONS
     ctx.heartbeat(b)
     assert b.owned == set()  # a has not acknowledged yet
     ctx.heartbeat(a)  # reports only the 3 it kept: the revocation is acknowledged
-    assert a.epoch == 2
+    assert a.epoch == 3
     ctx.heartbeat(b)
     assert len(b.owned) == 3 and owners([a, b]).keys() == tps("t", *range(6))
     assert ctx.describe().group_state == "Stable"
@@ -88,7 +88,7 @@ def test_a_static_member_that_left_temporarily_is_fenced_when_its_session_expire
     assert "a1" in ctx.group().members
     ctx.advance(2_000)
     assert ctx.group().members == {} and ctx.describe().group_state == "Empty"
-    assert a.epoch == 1
+    assert a.epoch == 2
 
 
 def test_range_assignor_is_used_when_members_ask_for_it():

@@ -213,6 +213,16 @@ def test_commit_with_generation_to_unknown_group_is_illegal_generation(shard):
     assert shard.fetch("nope", [A0]) == {A0: NONE_FETCHED}
 
 
+def test_commit_with_generation_to_unknown_group_is_group_id_not_found_from_v9(shard):
+    # Kafka's answer depends on the wire version; the Python API (no version) gets the v0-v8 one.
+    v9 = shard.coord.commit_offsets(
+        OffsetCommitRequest("nope", {A0: OffsetAndMetadata(5)}, 0, "m", api_version=9)).result()
+    v8 = shard.coord.commit_offsets(
+        OffsetCommitRequest("nope", {A0: OffsetAndMetadata(5)}, 0, "m", api_version=8)).result()
+    assert (v9.errors, v8.errors) == ({A0: Errors.GROUP_ID_NOT_FOUND}, {A0: Errors.ILLEGAL_GENERATION})
+    assert shard.log.records == []
+
+
 def test_commit_to_empty_group_with_negative_generation_skips_member_checks(shard):
     _, ids = shard.stable_group("g", {"c1": consumer_metadata("a")})
     shard.leave_all("g", list(ids.values()))
@@ -486,6 +496,20 @@ def test_delete_offsets_of_stable_consumer_group_spares_subscribed_topics(shard)
         C0: Errors.GROUP_SUBSCRIBED_TO_TOPIC,
     }
     assert shard.committed("g") == {A0: 1, C0: 3}
+
+
+def test_delete_offsets_counts_the_topics_of_the_generation_not_of_a_member_joining_it(shard):
+    # Kafka's ClassicGroup takes the members' topics when a generation starts: a member that joins during
+    # the next rebalance does not protect its topics until that rebalance completes.
+    generation, ids = shard.stable_group("g", {"c1": consumer_metadata("a")})
+    shard.commit("g", {A0: 1, B0: 2}, generation_id=generation, member_id=ids["c1"])
+    joining = shard.coord.join_group(JoinGroupRequest("g", SESSION_MS, protocol_type="consumer",
+                                                      protocols=[("range", consumer_metadata("b"))],
+                                                      require_known_member_id=False))
+    assert not joining.done() and shard.state("g") == "PreparingRebalance"
+    response = delete_offsets(shard, "g", [A0, B0])
+    assert response.errors == {A0: Errors.GROUP_SUBSCRIBED_TO_TOPIC, B0: Errors.NONE}
+    assert shard.committed("g") == {A0: 1}
 
 
 def test_delete_offsets_with_unknown_subscription_treats_every_topic_as_subscribed(shard):
