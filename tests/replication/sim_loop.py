@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
-from asyncio import events
+from asyncio import base_events, events
 from typing import Any, Callable
 
 
@@ -84,6 +84,34 @@ class SimLoop(asyncio.BaseEventLoop):
             self.call_later(after, complete)
         else:
             complete()
+
+    def _run_once(self) -> None:
+        """BaseEventLoop._run_once without what a simulated loop never needs (polling a selector, debug timing):
+        the same handles run in the same order, with less work per step."""
+        if self._debug:
+            super()._run_once()
+            return
+        scheduled = self._scheduled
+        count = len(scheduled)
+        if count > base_events._MIN_SCHEDULED_TIMER_HANDLES and \
+                self._timer_cancelled_count / count > base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION:
+            super()._run_once()  # the rare clean-up of many cancelled timers: asyncio's own code, as it is
+            return
+        heappop = heapq.heappop
+        while scheduled and scheduled[0]._cancelled:
+            self._timer_cancelled_count -= 1
+            heappop(scheduled)._scheduled = False
+        ready = self._ready
+        end_time = self._sim_clock() + self._clock_resolution
+        while scheduled and scheduled[0]._when < end_time:
+            handle = heappop(scheduled)
+            handle._scheduled = False
+            ready.append(handle)
+        popleft = ready.popleft
+        for _ in range(len(ready)):
+            handle = popleft()
+            if not handle._cancelled:
+                handle._run()
 
     def next_time(self) -> float:
         """When this loop next has something to run (now if callbacks are ready; inf if nothing is pending)."""

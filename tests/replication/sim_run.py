@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -33,6 +36,7 @@ from groupcoord.actors.service.spec import LogSettings, Observability, ServiceSp
 from groupcoord.actors.service.supervisor import LoopSupervisor
 from groupcoord.protocol import Errors, GroupConfig, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from groupcoord.storage import partition_log
 
 TP = TopicPartition("t", 0)
 KEYS = ("g0", "g1", "g2", "g3")
@@ -43,6 +47,35 @@ CHECK_LOGS_EVERY_S = 0.5
 REPLAY = "python tests/replication/sim_run.py --seed {seed}"
 
 partition_runtime.TIMER_TURN_S = 1e9  # fire due timers by count, not by the machine's clock: a replayable run
+
+
+class _InlineThread:
+    """A log's background compaction, run when started: every caller in the service joins the compaction it starts
+    at once (partition_runtime, replica_actor), so running it inline is the same schedule, in the simulator's one
+    thread, without the cost of starting a thread per compaction."""
+
+    def __init__(self, target: Callable[[], None], name: str = "") -> None:
+        self.target, self.name, self.daemon = target, name, True
+
+    def start(self) -> None:
+        self.target()
+
+    def is_alive(self) -> bool:
+        return False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def simulated_threads() -> Iterator[None]:
+    """For one schedule: compactions run inline (see _InlineThread); restored after, for the rest of the process."""
+    previous = partition_log.threading
+    partition_log.threading = SimpleNamespace(Lock=threading.Lock, Thread=_InlineThread)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        partition_log.threading = previous
 
 
 def sim_spec(base: Path) -> ServiceSpec:
@@ -376,7 +409,7 @@ def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_
     if not verbose:
         logging.disable(logging.CRITICAL)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), simulated_threads():
             warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
             schedule = Schedule(seed, base, verbose)
             try:
