@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_checker import Checker
 from sim_world import ActorDiedError, SimRef, World
 
-from groupcoord.actors.service import partition_runtime
+from groupcoord.actors.service import overload, partition_runtime
 from groupcoord.actors.service.replication.election import ReplicationManager
 from groupcoord.actors.service.replication.repair import REPAIR_INTERVAL_S, repair_turn
 from groupcoord.actors.service.replication.replica_actor import ReplicaActor
@@ -67,15 +67,25 @@ class _InlineThread:
         pass
 
 
+# The leader's loop-lag probe wakes every PROBE_INTERVAL_S (10 ms in a service: a third of a schedule's steps). In
+# the simulation a loop runs late only while its process is paused, and the probe sees that lateness (the pause)
+# at any interval, and `behind_ms` sees it before the probe wakes: a tenth of the wake-ups measure the same lag.
+SIM_PROBE_INTERVAL_S = 0.1
+
+
 @contextlib.contextmanager
-def simulated_threads() -> Iterator[None]:
-    """For one schedule: compactions run inline (see _InlineThread); restored after, for the rest of the process."""
-    previous = partition_log.threading
+def simulated_process(now: Callable[[], float]) -> Iterator[None]:
+    """For one schedule: compactions run inline (see _InlineThread) and the loop-lag probe measures simulated time
+    (the machine's clock would make a run depend on how busy the machine is); restored after, for the rest of the
+    process."""
+    previous = partition_log.threading, overload.time, overload.PROBE_INTERVAL_S
     partition_log.threading = SimpleNamespace(Lock=threading.Lock, Thread=_InlineThread)  # type: ignore[assignment]
+    overload.time = SimpleNamespace(monotonic=now)  # type: ignore[assignment]
+    overload.PROBE_INTERVAL_S = SIM_PROBE_INTERVAL_S
     try:
         yield
     finally:
-        partition_log.threading = previous
+        partition_log.threading, overload.time, overload.PROBE_INTERVAL_S = previous
 
 
 def sim_spec(base: Path) -> ServiceSpec:
@@ -192,11 +202,13 @@ class Result:
 class Schedule:
     """One run: the world, the service in it, the clients, the faults and the checks."""
 
-    def __init__(self, seed: int, base: Path, verbose: bool = False) -> None:
+    def __init__(self, seed: int, base: Path, verbose: bool = False, worlds: list[World] | None = None) -> None:
         self.seed = seed
         self.trace: list[str] = []
         self.verbose = verbose
         self.world = world = World(seed, base, NODES, self._note)
+        if worlds is not None:
+            worlds.append(world)  # before any process starts: what simulated_process's clock reads
         world.value = 0  # type: ignore[attr-defined]
         self.checker = Checker()
         self.spec = spec = sim_spec(base)
@@ -409,9 +421,10 @@ def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_
     if not verbose:
         logging.disable(logging.CRITICAL)
     try:
-        with warnings.catch_warnings(), simulated_threads():
+        worlds: list[World] = []
+        with warnings.catch_warnings(), simulated_process(lambda: worlds[0].now):
             warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
-            schedule = Schedule(seed, base, verbose)
+            schedule = Schedule(seed, base, verbose, worlds)
             try:
                 result = schedule.run(fault_phase_s)
             finally:
