@@ -95,6 +95,16 @@ def _majority_of_one(self: Any) -> None:
     self.plog.compaction_limit = self.hw
 
 
+_REAL_INIT = ReplicaActor.__init__
+
+
+def _init_forgetting_its_loss(self: ReplicaActor, *args: Any, **kwargs: Any) -> None:
+    # The earlier break (CHECKPOINT_FILE patched to "writer.lock") changed nothing: a wiped directory has no
+    # writer.lock either when the constructor looks, so the replica still knew it was lost. This one forgets.
+    _REAL_INIT(self, *args, **kwargs)
+    self.lost = False  # back empty, promised epoch 0, and it votes and follows
+
+
 # name -> (what it breaks, a function returning the context manager that applies it)
 MUTATIONS: dict[str, tuple[str, Callable[[], Any]]] = {
     "promise-before-fsync": (
@@ -116,8 +126,8 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Any]]] = {
         "the high watermark may advance over older epochs' records before the leader's own marker",
         lambda: patched(replicated_log, "advance_high_watermark", _hw_without_marker_rule)),
     "wiped-replica-votes": (
-        "a replica restarted without its storage votes and follows",
-        lambda: patched(replica_actor, "CHECKPOINT_FILE", "writer.lock")),
+        "a replica restarted without its storage votes and follows (issue 27 class 3 as found)",
+        lambda: patched(ReplicaActor, "__init__", _init_forgetting_its_loss)),
     "leader-unsynced-end-counted": (
         "the leader counts its own unsynced records toward the high watermark",
         lambda: patched(replicated_log.ReplicatedLog, "_advance_hw", _hw_counts_leader_end)),

@@ -141,7 +141,7 @@ class Clients:
             await asyncio.sleep(world.rng.uniform(0.005, 0.04))
             if leader is None:
                 try:
-                    leader = await asyncio.wait_for(t.call(t.router(), "leader", 0), 0.5)
+                    leader = await t.call_within(0.5, t.router(), "leader", 0)
                 except Exception:
                     leader = None
                 if leader is None:
@@ -156,14 +156,14 @@ class Clients:
                     value = world.value
                     self.checker.commit_sent(value)
                     req = OffsetCommitRequest(key, {TP: OffsetAndMetadata(value)})
-                    resp = await asyncio.wait_for(t.call(leader, "commit_offsets", req), 2.0)
+                    resp = await t.call_within(2.0, leader, "commit_offsets", req)
                     error = resp.errors.get(TP)
                     if error == Errors.NONE:
                         self.checker.commit_acked(key, value, world.now)
                         continue
                     self.checker.commit_failed(value)
                 else:
-                    resp = await asyncio.wait_for(t.call(leader, "fetch_offsets", OffsetFetchRequest(key, [TP])), 2.0)
+                    resp = await t.call_within(2.0, leader, "fetch_offsets", OffsetFetchRequest(key, [TP]))
                     error = resp.error
                     if error == Errors.NONE:
                         got = resp.offsets[TP]
@@ -278,12 +278,22 @@ class Schedule:
         if kind == "leader" and leaders:
             # The leader, most of all, is what faults must hit: crashed, paused, or cut off from one follower.
             leader = leaders[0]
-            how = rng.choice(["crash", "pause", "cut"])
+            how = rng.choice(["crash", "pause", "cut", "isolate"])
             if how == "crash":
                 self._note(f"{w.now:9.4f} FAULT crash the leader {leader.name}")
                 w.crash(leader.name, restart=True)
             elif how == "pause":
                 w.pause(leader.name, rng.uniform(0.3, 2.5))
+            elif how == "isolate":
+                # An asymmetric partition: the leader is cut from every other replica and from the router, while
+                # the clients still reach it (what a lease must cover: a deposed leader that clients still ask).
+                seconds = rng.uniform(0.3, 2.5)
+                others = [p.name for p in replicas if p is not leader] + ["router"]
+                links = {frozenset((leader.name, other)) for other in others}
+                self._note(f"{w.now:9.4f} FAULT isolate the leader {leader.name} from {', '.join(others)} "
+                           f"for {seconds:.2f}s (the clients still reach it)")
+                w.partitions |= links
+                w.at(seconds, lambda: w.partitions.difference_update(links))
             else:
                 other = rng.choice([p.name for p in replicas if p is not leader] + ["router", "client"])
                 seconds = rng.uniform(0.3, 2.5)
@@ -392,10 +402,9 @@ class Schedule:
                 for _ in range(40):
                     started = w.now
                     try:
-                        leader = await asyncio.wait_for(t.call(t.router(), "leader", 0), 0.5)
+                        leader = await t.call_within(0.5, t.router(), "leader", 0)
                         if leader is not None:
-                            fetch = t.call(leader, "fetch_offsets", OffsetFetchRequest(key, [TP]))
-                            resp = await asyncio.wait_for(fetch, 2.0)
+                            resp = await t.call_within(2.0, leader, "fetch_offsets", OffsetFetchRequest(key, [TP]))
                             if resp.error == Errors.NONE:
                                 self.checker.read_returned(key, resp.offsets[TP].offset, started, w.now, leader.name)
                                 results[key] = resp.offsets[TP].offset

@@ -230,6 +230,18 @@ class SimTransport(Transport):
         ref.future = self.proc.loop.create_future()
         return await ref.future
 
+    async def call_within(self, timeout: float, handle: Any, method: str, *args: Any) -> Any:
+        """A call that raises TimeoutError after `timeout` simulated seconds without an answer: asyncio.wait_for's
+        effect for the simulated clients, without a task and a waiter per call (their calls are many of the steps)."""
+        ref = self.send(handle, method, *args)
+        assert self.proc.loop is not None
+        future = ref.future = self.proc.loop.create_future()
+        timer = self.proc.loop.call_later(timeout, _time_out, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+
     def router(self) -> SimHandle:
         return SimHandle("router")
 
@@ -244,6 +256,11 @@ class SimTransport(Transport):
 
     def exit(self, code: int):
         raise SimExit(code)
+
+
+def _time_out(future: Any) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 class World:
