@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from benchmarks import long_runs
 
@@ -28,16 +28,23 @@ RESULTS = long_runs.ROOT / "benchmarks" / "results" / "sim.json"
 CHUNK = 50  # seeds per task handed to a worker
 
 
+_stopping = False  # set by SIGTERM/SIGINT: the schedule running finishes, then the run stops and writes its counts
+
+
 def _run_chunk(first: int, count: int) -> dict:
-    """Run seeds first..first+count-1 in this process; their totals and the reports of the failing ones."""
+    """Run seeds first..first+count-1 in this process (fewer if the run is stopped: `count` says how many); their
+    totals and the reports of the failing ones."""
     if str(SIM_DIR) not in sys.path:
         sys.path.insert(0, str(SIM_DIR))
     from sim_run import run_schedule
 
-    totals: dict = {"first": first, "count": count, "failing": [], "reports": [], "acks": 0, "reads": 0,
+    totals: dict = {"first": first, "count": 0, "failing": [], "reports": [], "acks": 0, "reads": 0,
                     "faults": 0, "cpu": 0.0, "sim_seconds": 0.0}
     for seed in range(first, first + count):
+        if _stopping:
+            break
         result = run_schedule(seed)
+        totals["count"] += 1
         totals["acks"] += result.acks
         totals["reads"] += result.reads
         totals["faults"] += result.faults
@@ -132,7 +139,25 @@ class Run:
 
 
 def _stop(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    # A flag, not an exception: raised in the middle of a schedule, an exception can land in a callback whose
+    # errors are ignored (a weakref's), and the run would go on.
+    global _stopping
+    _stopping = True
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent handles it
+
+
+def _until_stopped(results: Iterator[dict]) -> Iterator[dict]:
+    """The workers' chunk results in order, until a signal stops the run."""
+    while not _stopping:
+        try:
+            yield results.next(timeout=1.0)  # type: ignore[attr-defined]
+        except multiprocessing.TimeoutError:
+            continue
+        except StopIteration:
+            return
 
 
 def run_seeds(first: int, count: int, workers: int = 1, progress_every: int = 10_000,
@@ -144,23 +169,29 @@ def run_seeds(first: int, count: int, workers: int = 1, progress_every: int = 10
     run = Run(first, count, workers, results, out)
     chunks = _chunk_args(first, count)
     next_progress = min(progress_every, count)
-    previous = signal.signal(signal.SIGTERM, _stop)
+    global _stopping
+    _stopping = False
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     pool = None
     try:
         if workers <= 1:
             results_iter = map(_star_chunk, chunks)
         else:
-            pool = multiprocessing.get_context("spawn").Pool(workers)
-            results_iter = pool.imap(_star_chunk, chunks)  # in seed order: what is counted has no gaps
+            # The parent stops taking chunks on a signal and ends the workers (pool.terminate).
+            pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_interrupts)
+            results_iter = _until_stopped(pool.imap(_star_chunk, chunks))  # in seed order: the count has no gaps
         for chunk in results_iter:
             run.add(chunk)
             if run.done >= next_progress:
                 run.progress()
                 next_progress = min(count, (run.done // progress_every + 1) * progress_every)
-    except KeyboardInterrupt as e:
-        out(f"stopped ({e}); the counts are of the schedules that finished")
+            if _stopping:
+                break
+        if _stopping:
+            out("stopped by a signal; the counts are of the schedules that finished")
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if pool is not None:
             pool.terminate()
             pool.join()
