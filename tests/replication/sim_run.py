@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sim_checker import Checker
+from sim_loop import simulated_running_loops
 from sim_world import ActorDiedError, SimRef, World
 
 from groupcoord.actors.service import overload, partition_runtime
@@ -435,7 +436,7 @@ def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_
         logging.disable(logging.CRITICAL)
     try:
         worlds: list[World] = []
-        with warnings.catch_warnings(), simulated_process(lambda: worlds[0].now):
+        with warnings.catch_warnings(), simulated_process(lambda: worlds[0].now), simulated_running_loops():
             warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
             schedule = Schedule(seed, base, verbose, worlds)
             try:
