@@ -21,6 +21,7 @@ CAUGHT = {
     "least-up-to-date-leader": 2,
     "failed-log-acknowledges": 11,
     "wiped-replica-votes": 445,
+    "truncation-one-round": 1114,
 }
 
 # Seeds where the simulator found a bug in the real code (see docs/replication.md): they pass since its fix.
