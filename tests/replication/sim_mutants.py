@@ -83,6 +83,9 @@ def _one_round_truncation(leader: Any, leader_end: int, follower: Any, follower_
 
 
 def _hw_counts_leader_end(self: Any) -> None:
+    # An equivalent mutant (docs/replication.md): the answers are taken only after the leader's own fsync, under
+    # the shipping lock, so no follower's match passes the leader's durable end and two acks never count an
+    # unsynced record; no schedule can tell this apart from the real rule.
     matches = [f.match for f in self.followers if f.match is not None and f.voter]
     self.hw = decisions.advance_high_watermark(self.hw, self.plog.end_offset, matches, self.min_insync,
                                                self.epoch_start)
