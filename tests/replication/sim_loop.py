@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import heapq
 import math
+import threading
 from asyncio import base_events, events
 from typing import Any, Callable, Iterator
 
@@ -25,17 +26,21 @@ class _Running:
     """
 
     loop: SimLoop | None = None
+    thread: int | None = None  # the simulator's thread: any other (a Ray client's, say) asks asyncio's own slot
 
 
 _C_SET_RUNNING_LOOP = events._set_running_loop
+_C_GET_RUNNING_LOOP = events._get_running_loop
 
 
-def _get_running_loop() -> SimLoop | None:
+def _get_running_loop() -> Any:
+    if threading.get_ident() != _Running.thread:
+        return _C_GET_RUNNING_LOOP()
     return _Running.loop
 
 
-def _get_running_loop_or_raise() -> SimLoop:
-    loop = _Running.loop
+def _get_running_loop_or_raise() -> Any:
+    loop = _get_running_loop()
     if loop is None:
         raise RuntimeError("no running event loop")
     return loop
@@ -55,10 +60,12 @@ def simulated_running_loops() -> Iterator[None]:
     for m in modules:
         m.get_running_loop, m._get_running_loop = _get_running_loop_or_raise, _get_running_loop  # type: ignore
     _switch_to(None)
+    _Running.thread = threading.get_ident()
     try:
         yield
     finally:
         _switch_to(None)
+        _Running.thread = None
         for m, get, get_or_none in saved:
             m.get_running_loop, m._get_running_loop = get, get_or_none  # type: ignore[attr-defined]
 
