@@ -22,6 +22,7 @@ CAUGHT = {
     "failed-log-acknowledges": 11,
     "wiped-replica-votes": 445,
     "truncation-one-round": 1114,
+    "no-lease": 4668,
 }
 
 # Seeds where the simulator found a bug in the real code (see docs/replication.md): they pass since its fix.
