@@ -46,13 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("names", nargs="*", default=list(MUTATIONS))
     parser.add_argument("--max-seeds", type=int, default=10_000)
     parser.add_argument("--budget-s", type=float, default=600.0)
+    parser.add_argument("--first-seed", type=int, default=0, help="the seed to start the hunt from")
     parser.add_argument("--fault-phase-s", type=float, default=FAULT_PHASE_S,
                         help="simulated seconds of faults per schedule (longer: deeper histories of leaders)")
     parser.add_argument("--out", default="sim_mutations.json", help="file name under benchmarks/results")
     args = parser.parse_args(argv)
     rows = []
     for name in args.names:
-        row = hunt(name, args.max_seeds, args.budget_s, fault_phase_s=args.fault_phase_s)
+        row = hunt(name, args.max_seeds, args.budget_s, args.first_seed, fault_phase_s=args.fault_phase_s)
         rows.append(row)
         verdict = f"caught by seed {row['seed']} ({row['schedules']} schedules, {row['seconds']} s): " \
                   f"{row['violation'][:160]}" if row["caught"] else \

@@ -35,15 +35,16 @@ class StaleWriterError(StorageError):
 
 def read_epoch(directory: Path) -> int:
     """The writer epoch recorded in `directory` (0 if none was ever recorded)."""
-    path = directory / EPOCH_FILE
+    path = os.path.join(directory, EPOCH_FILE)  # read before every write: plain os calls, no pathlib or decoding
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         return 0
     try:
-        return int(text.strip())
+        return int(data.strip())
     except ValueError:
-        raise StorageError(f"writer epoch file {path} holds {text[:40]!r}, not an integer") from None
+        raise StorageError(f"writer epoch file {path} holds {data[:40]!r}, not an integer") from None
 
 
 class WriterFence:

@@ -90,10 +90,10 @@ class Checker:
             if offset >= reach:
                 break
             if offset < hw:
-                known = self.committed.setdefault(offset, record)
-                if known != record:
+                other = self.committed.setdefault(offset, record)
+                if other != record:
                     self.fail(now, f"replica {replica_id} holds {record!r} at offset {offset} below its watermark "
-                                   f"{hw}, another replica holds {known!r}")
+                                   f"{hw}, another replica holds {other!r}")
                     return
             latest_here[record[0]] = offset
         latest: dict[Any, int] = {}

@@ -8,10 +8,66 @@ of in a thread. The simulator asks each loop when it next has work and steps the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import math
-from asyncio import events
-from typing import Any, Callable
+import threading
+from asyncio import base_events, events
+from typing import Any, Callable, Iterator
+
+
+class _Running:
+    """The simulated process whose loop runs now: asyncio's running-loop slot, kept in Python.
+
+    CPython's C accelerator checks os.getpid() at every get_running_loop() (to tell a forked child) and at every
+    _set_running_loop(); on this machine a getpid costs microseconds, thousands of times a schedule. Within
+    `simulated_running_loops` the Python-level getters read this slot, and the C slot is set only when another
+    process's loop starts running (C code that looks it up, such as current_task(), still sees the right loop).
+    """
+
+    loop: SimLoop | None = None
+    thread: int | None = None  # the simulator's thread: any other (a Ray client's, say) asks asyncio's own slot
+
+
+_C_SET_RUNNING_LOOP = events._set_running_loop
+_C_GET_RUNNING_LOOP = events._get_running_loop
+
+
+def _get_running_loop() -> Any:
+    if threading.get_ident() != _Running.thread:
+        return _C_GET_RUNNING_LOOP()
+    return _Running.loop
+
+
+def _get_running_loop_or_raise() -> Any:
+    loop = _get_running_loop()
+    if loop is None:
+        raise RuntimeError("no running event loop")
+    return loop
+
+
+def _switch_to(loop: SimLoop | None) -> None:
+    if _Running.loop is not loop:
+        _Running.loop = loop
+        _C_SET_RUNNING_LOOP(loop)
+
+
+@contextlib.contextmanager
+def simulated_running_loops() -> Iterator[None]:
+    """For one schedule: asyncio's running-loop getters read _Running; no loop runs before or after."""
+    modules = (events, asyncio)
+    saved = [(m, m.get_running_loop, m._get_running_loop) for m in modules]  # type: ignore[attr-defined]
+    for m in modules:
+        m.get_running_loop, m._get_running_loop = _get_running_loop_or_raise, _get_running_loop  # type: ignore
+    _switch_to(None)
+    _Running.thread = threading.get_ident()
+    try:
+        yield
+    finally:
+        _switch_to(None)
+        _Running.thread = None
+        for m, get, get_or_none in saved:
+            m.get_running_loop, m._get_running_loop = get, get_or_none  # type: ignore[attr-defined]
 
 
 class _NoSelector:
@@ -85,6 +141,34 @@ class SimLoop(asyncio.BaseEventLoop):
         else:
             complete()
 
+    def _run_once(self) -> None:
+        """BaseEventLoop._run_once without what a simulated loop never needs (polling a selector, debug timing):
+        the same handles run in the same order, with less work per step."""
+        if self._debug:
+            super()._run_once()
+            return
+        scheduled = self._scheduled
+        count = len(scheduled)
+        if count > base_events._MIN_SCHEDULED_TIMER_HANDLES and \
+                self._timer_cancelled_count / count > base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION:
+            super()._run_once()  # the rare clean-up of many cancelled timers: asyncio's own code, as it is
+            return
+        heappop = heapq.heappop
+        while scheduled and scheduled[0]._cancelled:
+            self._timer_cancelled_count -= 1
+            heappop(scheduled)._scheduled = False
+        ready = self._ready
+        end_time = self._sim_clock() + self._clock_resolution
+        while scheduled and scheduled[0]._when < end_time:
+            handle = heappop(scheduled)
+            handle._scheduled = False
+            ready.append(handle)
+        popleft = ready.popleft
+        for _ in range(len(ready)):
+            handle = popleft()
+            if not handle._cancelled:
+                handle._run()
+
     def next_time(self) -> float:
         """When this loop next has something to run (now if callbacks are ready; inf if nothing is pending)."""
         if self._ready:
@@ -96,20 +180,19 @@ class SimLoop(asyncio.BaseEventLoop):
         return self._scheduled[0]._when if self._scheduled else math.inf
 
     def step(self) -> None:
-        """Run what is due now (one turn of the loop), as the running loop."""
-        events._set_running_loop(self)
-        try:
-            self._run_once()
-        finally:
-            events._set_running_loop(None)
+        """Run what is due now (one turn of the loop), as the running loop (it stays set after: the world's own
+        code between steps never asks for a running loop; see _Running)."""
+        if _Running.loop is not self:
+            _switch_to(self)
+        self._run_once()
 
     def enter(self) -> Any:
         """Make this the running loop (to construct an actor in it); returns the one to restore after."""
-        previous = events._get_running_loop()
-        events._set_running_loop(self)
+        previous = _Running.loop
+        _switch_to(self)
         return previous
 
     @staticmethod
     def leave(previous: Any) -> None:
         """Restore the loop that ran before `enter`."""
-        events._set_running_loop(previous)
+        _switch_to(previous)

@@ -83,6 +83,9 @@ def _one_round_truncation(leader: Any, leader_end: int, follower: Any, follower_
 
 
 def _hw_counts_leader_end(self: Any) -> None:
+    # An equivalent mutant (docs/replication.md): the answers are taken only after the leader's own fsync, under
+    # the shipping lock, so no follower's match passes the leader's durable end and two acks never count an
+    # unsynced record; no schedule can tell this apart from the real rule.
     matches = [f.match for f in self.followers if f.match is not None and f.voter]
     self.hw = decisions.advance_high_watermark(self.hw, self.plog.end_offset, matches, self.min_insync,
                                                self.epoch_start)
@@ -93,6 +96,16 @@ def _majority_of_one(self: Any) -> None:
     matches = [f.match for f in self.followers if f.match is not None and f.voter]
     self.hw = decisions.advance_high_watermark(self.hw, self.plog.durable_offset, matches, 1, self.epoch_start)
     self.plog.compaction_limit = self.hw
+
+
+_REAL_INIT = ReplicaActor.__init__
+
+
+def _init_forgetting_its_loss(self: ReplicaActor, *args: Any, **kwargs: Any) -> None:
+    # The earlier break (CHECKPOINT_FILE patched to "writer.lock") changed nothing: a wiped directory has no
+    # writer.lock either when the constructor looks, so the replica still knew it was lost. This one forgets.
+    _REAL_INIT(self, *args, **kwargs)
+    self.lost = False  # back empty, promised epoch 0, and it votes and follows
 
 
 # name -> (what it breaks, a function returning the context manager that applies it)
@@ -116,8 +129,8 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Any]]] = {
         "the high watermark may advance over older epochs' records before the leader's own marker",
         lambda: patched(replicated_log, "advance_high_watermark", _hw_without_marker_rule)),
     "wiped-replica-votes": (
-        "a replica restarted without its storage votes and follows",
-        lambda: patched(replica_actor, "CHECKPOINT_FILE", "writer.lock")),
+        "a replica restarted without its storage votes and follows (issue 27 class 3 as found)",
+        lambda: patched(ReplicaActor, "__init__", _init_forgetting_its_loss)),
     "leader-unsynced-end-counted": (
         "the leader counts its own unsynced records toward the high watermark",
         lambda: patched(replicated_log.ReplicatedLog, "_advance_hw", _hw_counts_leader_end)),

@@ -8,24 +8,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
+import hashlib
 import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sim_checker import Checker
+from sim_loop import simulated_running_loops
 from sim_world import ActorDiedError, SimRef, World
 
-from groupcoord.actors.service import partition_runtime
+from groupcoord.actors.service import overload, partition_runtime
 from groupcoord.actors.service.replication.election import ReplicationManager
 from groupcoord.actors.service.replication.repair import REPAIR_INTERVAL_S, repair_turn
 from groupcoord.actors.service.replication.replica_actor import ReplicaActor
@@ -33,6 +38,7 @@ from groupcoord.actors.service.spec import LogSettings, Observability, ServiceSp
 from groupcoord.actors.service.supervisor import LoopSupervisor
 from groupcoord.protocol import Errors, GroupConfig, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from groupcoord.storage import partition_log
 
 TP = TopicPartition("t", 0)
 KEYS = ("g0", "g1", "g2", "g3")
@@ -43,6 +49,45 @@ CHECK_LOGS_EVERY_S = 0.5
 REPLAY = "python tests/replication/sim_run.py --seed {seed}"
 
 partition_runtime.TIMER_TURN_S = 1e9  # fire due timers by count, not by the machine's clock: a replayable run
+
+
+class _InlineThread:
+    """A log's background compaction, run when started: every caller in the service joins the compaction it starts
+    at once (partition_runtime, replica_actor), so running it inline is the same schedule, in the simulator's one
+    thread, without the cost of starting a thread per compaction."""
+
+    def __init__(self, target: Callable[[], None], name: str = "") -> None:
+        self.target, self.name, self.daemon = target, name, True
+
+    def start(self) -> None:
+        self.target()
+
+    def is_alive(self) -> bool:
+        return False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+# The leader's loop-lag probe wakes every PROBE_INTERVAL_S (10 ms in a service: a third of a schedule's steps). In
+# the simulation a loop runs late only while its process is paused, and the probe sees that lateness (the pause)
+# at any interval, and `behind_ms` sees it before the probe wakes: a tenth of the wake-ups measure the same lag.
+SIM_PROBE_INTERVAL_S = 0.1
+
+
+@contextlib.contextmanager
+def simulated_process(now: Callable[[], float]) -> Iterator[None]:
+    """For one schedule: compactions run inline (see _InlineThread) and the loop-lag probe measures simulated time
+    (the machine's clock would make a run depend on how busy the machine is); restored after, for the rest of the
+    process."""
+    previous = partition_log.threading, overload.time, overload.PROBE_INTERVAL_S
+    partition_log.threading = SimpleNamespace(Lock=threading.Lock, Thread=_InlineThread)  # type: ignore[assignment]
+    overload.time = SimpleNamespace(monotonic=now)  # type: ignore[assignment]
+    overload.PROBE_INTERVAL_S = SIM_PROBE_INTERVAL_S
+    try:
+        yield
+    finally:
+        partition_log.threading, overload.time, overload.PROBE_INTERVAL_S = previous
 
 
 def sim_spec(base: Path) -> ServiceSpec:
@@ -98,7 +143,7 @@ class Clients:
             await asyncio.sleep(world.rng.uniform(0.005, 0.04))
             if leader is None:
                 try:
-                    leader = await asyncio.wait_for(t.call(t.router(), "leader", 0), 0.5)
+                    leader = await t.call_within(0.5, t.router(), "leader", 0)
                 except Exception:
                     leader = None
                 if leader is None:
@@ -113,14 +158,14 @@ class Clients:
                     value = world.value
                     self.checker.commit_sent(value)
                     req = OffsetCommitRequest(key, {TP: OffsetAndMetadata(value)})
-                    resp = await asyncio.wait_for(t.call(leader, "commit_offsets", req), 2.0)
+                    resp = await t.call_within(2.0, leader, "commit_offsets", req)
                     error = resp.errors.get(TP)
                     if error == Errors.NONE:
                         self.checker.commit_acked(key, value, world.now)
                         continue
                     self.checker.commit_failed(value)
                 else:
-                    resp = await asyncio.wait_for(t.call(leader, "fetch_offsets", OffsetFetchRequest(key, [TP])), 2.0)
+                    resp = await t.call_within(2.0, leader, "fetch_offsets", OffsetFetchRequest(key, [TP]))
                     error = resp.error
                     if error == Errors.NONE:
                         got = resp.offsets[TP]
@@ -159,11 +204,13 @@ class Result:
 class Schedule:
     """One run: the world, the service in it, the clients, the faults and the checks."""
 
-    def __init__(self, seed: int, base: Path, verbose: bool = False) -> None:
+    def __init__(self, seed: int, base: Path, verbose: bool = False, worlds: list[World] | None = None) -> None:
         self.seed = seed
         self.trace: list[str] = []
         self.verbose = verbose
         self.world = world = World(seed, base, NODES, self._note)
+        if worlds is not None:
+            worlds.append(world)  # before any process starts: what simulated_process's clock reads
         world.value = 0  # type: ignore[attr-defined]
         self.checker = Checker()
         self.spec = spec = sim_spec(base)
@@ -233,12 +280,22 @@ class Schedule:
         if kind == "leader" and leaders:
             # The leader, most of all, is what faults must hit: crashed, paused, or cut off from one follower.
             leader = leaders[0]
-            how = rng.choice(["crash", "pause", "cut"])
+            how = rng.choice(["crash", "pause", "cut", "isolate"])
             if how == "crash":
                 self._note(f"{w.now:9.4f} FAULT crash the leader {leader.name}")
                 w.crash(leader.name, restart=True)
             elif how == "pause":
                 w.pause(leader.name, rng.uniform(0.3, 2.5))
+            elif how == "isolate":
+                # An asymmetric partition: the leader is cut from every other replica and from the router, while
+                # the clients still reach it (what a lease must cover: a deposed leader that clients still ask).
+                seconds = rng.uniform(0.3, 2.5)
+                others = [p.name for p in replicas if p is not leader] + ["router"]
+                links = {frozenset((leader.name, other)) for other in others}
+                self._note(f"{w.now:9.4f} FAULT isolate the leader {leader.name} from {', '.join(others)} "
+                           f"for {seconds:.2f}s (the clients still reach it)")
+                w.partitions |= links
+                w.at(seconds, lambda: w.partitions.difference_update(links))
             else:
                 other = rng.choice([p.name for p in replicas if p is not leader] + ["router", "client"])
                 seconds = rng.uniform(0.3, 2.5)
@@ -331,8 +388,11 @@ class Schedule:
                                     f"faults stopped")
             self.final_reads()
             self.check_logs()
+        # What the replicas committed, timestamps included: two runs of a seed must commit the same bytes.
+        committed = hashlib.sha256(repr(sorted(checker.committed.items())).encode()).hexdigest()[:16]
         return Result(self.seed, checker.violations, self.trace, checker.acks, checker.reads, self.faults, w.now,
-                      time.perf_counter() - started, time.process_time() - cpu)
+                      time.perf_counter() - started, time.process_time() - cpu,
+                      {"committed": committed, "committed_records": len(checker.committed)})
 
     def final_reads(self) -> None:
         """Every key is read back from the serving leader: at least its last acknowledged value."""
@@ -347,10 +407,9 @@ class Schedule:
                 for _ in range(40):
                     started = w.now
                     try:
-                        leader = await asyncio.wait_for(t.call(t.router(), "leader", 0), 0.5)
+                        leader = await t.call_within(0.5, t.router(), "leader", 0)
                         if leader is not None:
-                            fetch = t.call(leader, "fetch_offsets", OffsetFetchRequest(key, [TP]))
-                            resp = await asyncio.wait_for(fetch, 2.0)
+                            resp = await t.call_within(2.0, leader, "fetch_offsets", OffsetFetchRequest(key, [TP]))
                             if resp.error == Errors.NONE:
                                 self.checker.read_returned(key, resp.offsets[TP].offset, started, w.now, leader.name)
                                 results[key] = resp.offsets[TP].offset
@@ -376,9 +435,10 @@ def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_
     if not verbose:
         logging.disable(logging.CRITICAL)
     try:
-        with warnings.catch_warnings():
+        worlds: list[World] = []
+        with warnings.catch_warnings(), simulated_process(lambda: worlds[0].now), simulated_running_loops():
             warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
-            schedule = Schedule(seed, base, verbose)
+            schedule = Schedule(seed, base, verbose, worlds)
             try:
                 result = schedule.run(fault_phase_s)
             finally:

@@ -10,6 +10,7 @@ constructed with a SimTransport; each node's storage goes through the power-loss
 from __future__ import annotations
 
 import errno
+import heapq
 import math
 import os
 import random
@@ -229,6 +230,18 @@ class SimTransport(Transport):
         ref.future = self.proc.loop.create_future()
         return await ref.future
 
+    async def call_within(self, timeout: float, handle: Any, method: str, *args: Any) -> Any:
+        """A call that raises TimeoutError after `timeout` simulated seconds without an answer: asyncio.wait_for's
+        effect for the simulated clients, without a task and a waiter per call (their calls are many of the steps)."""
+        ref = self.send(handle, method, *args)
+        assert self.proc.loop is not None
+        future = ref.future = self.proc.loop.create_future()
+        timer = self.proc.loop.call_later(timeout, _time_out, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+
     def router(self) -> SimHandle:
         return SimHandle("router")
 
@@ -243,6 +256,11 @@ class SimTransport(Transport):
 
     def exit(self, code: int):
         raise SimExit(code)
+
+
+def _time_out(future: Any) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 class World:
@@ -270,8 +288,6 @@ class World:
 
     def at(self, delay: float, fn: Callable[[], None]) -> None:
         """Run `fn` (a world event: a delivery, a fault) `delay` simulated seconds from now."""
-        import heapq
-
         self._seq += 1
         heapq.heappush(self.events, (self.now + delay, self._seq, fn))
 
@@ -281,28 +297,47 @@ class World:
     def io_delay(self) -> float:
         return self.rng.uniform(0.0002, 0.002)
 
-    def run_until(self, t_end: float, stop: Callable[[], bool] = lambda: False) -> None:
+    def run_until(self, t_end: float, stop: Callable[[], bool] | None = None) -> None:
         """Advance the world to `t_end` (or until `stop()`), running events and loops in a seeded order."""
-        import heapq
-
-        while not stop():
-            due = [(p.loop.next_time(), p) for p in self.procs.values() if p.alive and not p.paused and p.loop]
-            t_loops = min((t for t, _ in due), default=math.inf)
-            t_event = self.events[0][0] if self.events else math.inf
-            t = min(t_loops, t_event)
+        events, inf = self.events, math.inf
+        shuffle, step = self.rng.shuffle, self._step
+        while stop is None or not stop():
+            due = self._due()
+            t = min(due[0], events[0][0] if events else inf)
             if t > t_end:
                 self.now = max(self.now, t_end)
                 return
-            self.now = max(self.now, t)
-            if t_event <= self.now:
-                while self.events and self.events[0][0] <= self.now:
-                    heapq.heappop(self.events)[2]()
-                due = [(p.loop.next_time(), p) for p in self.procs.values() if p.alive and not p.paused and p.loop]
-            ready = [p for t, p in due if t <= self.now]
-            self.rng.shuffle(ready)
+            if t > self.now:
+                self.now = t
+            now = self.now
+            if events and events[0][0] <= now:
+                while events and events[0][0] <= now:
+                    heapq.heappop(events)[2]()
+                due = self._due()
+            ready = [p for nt, p in due[1] if nt <= now]
+            if len(ready) > 1:
+                shuffle(ready)  # a list of one takes nothing from the generator: the same draws as before
             for p in ready:
                 if p.alive and not p.paused and p.loop is not None:
-                    self._step(p)
+                    step(p)
+
+    def _due(self) -> tuple[float, list[tuple[float, Process]]]:
+        """When each running loop next has work (in the processes' order), and the earliest of those times."""
+        now, earliest, due = self.now, math.inf, []
+        for p in self.procs.values():
+            if p.alive and not p.paused:
+                loop = p.loop
+                if loop is None:
+                    continue
+                if loop._ready:
+                    t = now
+                else:
+                    scheduled = loop._scheduled
+                    t = scheduled[0]._when if scheduled and not scheduled[0]._cancelled else loop.next_time()
+                due.append((t, p))
+                if t < earliest:
+                    earliest = t
+        return earliest, due
 
     def _step(self, p: Process) -> None:
         self.current = p

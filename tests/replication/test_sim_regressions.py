@@ -13,19 +13,23 @@ from sim_run import run_schedule
 
 # mutation -> the first seed that caught it (python -m benchmarks sim-mutations; README, "Replication")
 CAUGHT = {
-    "follower-unsynced-end": 1,
-    "compaction-past-hw": 119,
-    "truncation-skipped": 38,
-    "acks-one": 1,
+    "follower-unsynced-end": 2,
+    "compaction-past-hw": 47,
+    "truncation-skipped": 27,
+    "acks-one": 3,
     "promise-before-fsync": 4,
-    "least-up-to-date-leader": 1,
-    "failed-log-acknowledges": 7,
-    "truncation-one-round": 247,
+    "least-up-to-date-leader": 2,
+    "failed-log-acknowledges": 11,
+    "wiped-replica-votes": 445,
+    "truncation-one-round": 1114,
+    "no-lease": 4668,
 }
 
 # Seeds where the simulator found a bug in the real code (see docs/replication.md): they pass since its fix.
 FOUND = {
     101571: "a leader that promised a newer epoch went on acknowledging for the 50 ms before its exit",
+    600: "a router restarted during a repair reopened a wiped replica, which a lost incarnation had given an empty "
+         "directory, as a voter",
 }
 
 

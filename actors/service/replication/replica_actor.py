@@ -121,8 +121,10 @@ class ReplicaActor(PartitionActor):
         self.root = StorageRoot(path, spec.num_partitions, create=create_root, files=files)
         self.directory = self.root.partition_dir(partition)
         # A restarted replica without its checkpoint lost its storage (a wiped disk): what it promised and
-        # held is gone, so it must not vote or count until repair replaces it (it writes no checkpoint).
-        self.lost = restarted and not (self.directory / CHECKPOINT_FILE).exists()
+        # held is gone, so it must not vote or count until repair replaces it (it writes no checkpoint). So did
+        # one reopened from the placement (not created): a lost incarnation before it may have made the
+        # directory again, empty (a router restarted mid-repair reopened such a replica, and it voted: seed 600).
+        self.lost = (restarted or not create_root) and not (self.directory / CHECKPOINT_FILE).exists()
         if self.lost:
             log.error("partition %d: replica %s restarted without its storage; it waits to be replaced",
                       partition, replica_id)
