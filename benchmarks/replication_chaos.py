@@ -4,8 +4,10 @@
 workers, one storage directory per node), a service with replication factor 3, and GroupMembers
 that heartbeat and commit; then, until --losses nodes were lost, it either removes a worker node
 hosting a leader (a fresh node joins, the lost replicas are repaired) or pauses a leader with
-SIGSTOP until another replica leads (then SIGCONT). Afterwards no acknowledged commit may be lost,
-the paused leaders must have acknowledged nothing, and every group must end Stable. Exits 1 if not.
+SIGSTOP until another replica leads (then SIGCONT), or, with --overlap (the default), a third of the
+time both at once: a node hosting a leader (often the paused partition's new one) lost while a deposed
+leader is still paused. Afterwards no acknowledged commit may be lost, the paused leaders must have
+acknowledged nothing, and every group must end Stable. Exits 1 if not.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--groups", type=int, default=4)
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--json", default=str(RESULT), help="write the figures to this file as JSON")
+    p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
+                   help="also lose nodes while a deposed leader is paused (overlapping faults)")
     args = p.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-replication-chaos-") as tmp:
@@ -43,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
                 for m in chaos.members:
                     m.committing.set()
                 while chaos.node_losses < args.losses:
-                    chaos.kill_some()
-                    print(f"  {chaos.node_losses} node losses, {chaos.pauses} pauses, "
+                    chaos.kill_some(overlap=args.overlap)
+                    print(f"  {chaos.node_losses} node losses ({chaos.overlaps} overlapping a pause), "
+                          f"{chaos.pauses} pauses, {time.monotonic() - started:.0f} s, "
                           f"{chaos.ledger.counts()['NONE']} commits acknowledged", flush=True)
                 chaos.finish()
             finally:
@@ -58,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         "paused_leaders": chaos.pauses,
         "seconds": time.monotonic() - started,
         "failover_s": sorted(chaos.failover_s),  # only node losses that hit a leader (see NodeChaos.lose_node)
+        "overlapped_failover_s": sorted(chaos.overlapped_s),  # losses during a pause, the pause's wait included
+        "overlaps": chaos.overlaps,
+        "follower_losses": chaos.follower_losses,
         "failovers": chaos.failovers,
         "quick": args.losses < 30,
         "commit_attempts": dict(chaos.ledger.counts()),

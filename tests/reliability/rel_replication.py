@@ -90,6 +90,8 @@ class NodeChaos(Chaos):
         self.zombie_acks: list[str] = []
         self.failover_s: list[float] = []  # one per counted node loss: removal -> every new leader elected
         self.failovers: list[dict] = []  # what each counted node loss did to the partitions it led
+        self.overlapped_s: list[float] = []  # node losses while another leader was paused (pause included)
+        self.overlaps = 0
         self.follower_losses = 0  # nodes removed on request (`node_id`) that led nothing: no failover
         self.factor = len(svc.describe_partitions()[0].replicas)
 
@@ -120,6 +122,13 @@ class NodeChaos(Chaos):
                 self.pause_leader(next(d.partition for d in self.svc.describe_partitions() if d.leader == head))
                 self.wait_repaired()
             node_id = self.rng.choice(self._worker_leaders())
+        hit, before, started = self._remove(node_id)
+        if hit:
+            self._count_failover(node_id, hit, before, started, self.failover_s)
+        return node_id
+
+    def _remove(self, node_id: str) -> tuple[list[int], list[int], float]:
+        """Remove a worker node with its disk: the partitions it led, every epoch before, and when it went."""
         workers = {n.node_id: n for n in self.cluster.worker_nodes}
         described = self.svc.describe_partitions()
         hit = [d.partition for d in described if d.leader == node_id]
@@ -130,7 +139,11 @@ class NodeChaos(Chaos):
         shutil.rmtree(self.storage.replace("{node_id}", node_id), ignore_errors=True)
         if not hit:
             self.follower_losses += 1
-            return node_id
+        return hit, before, started
+
+    def _count_failover(self, node_id: str, hit: list[int], before: list[int], started: float,
+                        times: list[float]) -> None:
+        """Wait until every partition the lost node led has a new leader elsewhere; record it as a node loss."""
         self._wait_new_leaders(before, hit, lost=node_id)
         elapsed = time.monotonic() - started
         after = self.svc.describe_partitions()
@@ -138,11 +151,11 @@ class NodeChaos(Chaos):
             "lost_node": node_id, "partitions": hit, "seconds": elapsed,
             "epochs": [(before[p], after[p].leader_epoch) for p in hit],
             "new_leaders": [after[p].leader for p in hit],
+            "overlapped": times is not self.failover_s,
         })
-        self.failover_s.append(elapsed)
+        times.append(elapsed)
         self.node_losses += 1
         self.check_after_restart(hit)
-        return node_id
 
     def real_failovers(self) -> bool:
         """Whether every counted node loss raised the epoch of each partition it led and moved its leader away."""
@@ -154,6 +167,13 @@ class NodeChaos(Chaos):
 
     def pause_leader(self, partition: int) -> None:
         """SIGSTOP a leader until another replica leads, send it a commit, SIGCONT it: the commit must fail."""
+        with self._paused(partition):
+            pass
+
+    @contextlib.contextmanager
+    def _paused(self, partition: int) -> Iterator[str]:
+        """A leader SIGSTOPped until another replica leads and sent a commit; SIGCONT on exit, then the commit
+        must have failed. Yields the paused leader's node."""
         def stopped() -> tuple[dict, list[int]] | None:
             before, role = epochs(self.svc), leader_roles(self.svc)[partition]
             try:
@@ -164,12 +184,13 @@ class NodeChaos(Chaos):
 
         role, before = wait_for(stopped, 120, f"the leader of partition {partition} to pause", 0.2)
         old = self.svc.partition(partition)
+        n = self.svc.num_partitions
+        # A standalone group's commit, which any leader would accept, sent to the paused one.
+        group = next(g for g in (f"zombie-{i}" for i in range(10_000)) if partition_for(g, n) == partition)
         try:
             self._wait_new_leaders(before, [partition])
-            # A standalone group's commit, which any leader would accept, sent to the paused one.
-            n = self.svc.num_partitions
-            group = next(g for g in (f"zombie-{i}" for i in range(10_000)) if partition_for(g, n) == partition)
             zombie = old.commit_offsets.remote(OffsetCommitRequest(group, {ZOMBIE_TP: OffsetAndMetadata(1)}))
+            yield role["node_id"]
         finally:
             os.kill(role["pid"], signal.SIGCONT)
         try:
@@ -182,6 +203,24 @@ class NodeChaos(Chaos):
         self.pauses += 1
         self.check_after_restart([partition])
 
+    def pause_and_lose(self) -> str:
+        """Overlapping faults: while a deposed leader is still paused, lose a node that leads a partition
+        (often the paused partition's new leader, which leaves that partition one live replica until the old
+        leader resumes: it must then yield to the replica that holds every acknowledged commit). Returns the
+        lost node."""
+        partition = self.rng.randrange(self.svc.num_partitions)
+        with self._paused(partition) as paused_node:
+            leaders = [n for n in self._worker_leaders() if n != paused_node]
+            others = [n.node_id for n in self.cluster.worker_nodes if n.node_id != paused_node]
+            successor = self.svc.describe_partitions()[partition].leader
+            lose_successor = successor in leaders and self.rng.random() < 0.5
+            node_id = successor if lose_successor else self.rng.choice(leaders or others)
+            hit, before, started = self._remove(node_id)
+        if hit:
+            self._count_failover(node_id, hit, before, started, self.overlapped_s)
+        self.overlaps += 1
+        return node_id
+
     def wait_repaired(self, timeout_s: float = 120) -> None:
         """Wait until every partition again has its full factor of replicas on live nodes, all in sync."""
         def repaired() -> bool:
@@ -193,14 +232,19 @@ class NodeChaos(Chaos):
 
         wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2)
 
-    def kill_some(self) -> None:
-        """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node)."""
-        if self.rng.random() < 0.5:
+    def kill_some(self, overlap: bool = False) -> None:
+        """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node); with
+        `overlap`, a third of the time both at once (see pause_and_lose)."""
+        draw = self.rng.random()
+        if overlap and draw < 1 / 3:
+            self.pause_and_lose()
+        elif draw < (2 / 3 if overlap else 1 / 2):
             self.pause_leader(self.rng.randrange(self.svc.num_partitions))
+            return
         else:
             self.lose_node()
-            self.cluster.add_node(num_cpus=1)
-            self.wait_repaired()
+        self.cluster.add_node(num_cpus=1)
+        self.wait_repaired()
 
     def restart_all(self) -> None:
         """Kill every leader's actor at once (Ray restarts them as followers) and wait for new leaders."""

@@ -98,10 +98,11 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
             for m in chaos.members:
                 m.committing.set()
             _commit_more(chaos)
-            chaos.pause_leader(0)
+            lost = [chaos.pause_and_lose()]  # a node lost while a deposed leader is still paused: overlapping faults
+            cluster.add_node(num_cpus=1)
+            chaos.wait_repaired()
             _commit_more(chaos)
-            lost = []
-            for _ in range(LOSSES):  # each time a node hosting a leader, with its disk; a fresh node joins
+            for _ in range(LOSSES - 1):  # each time a node hosting a leader, with its disk; a fresh node joins
                 lost.append(chaos.lose_node())
                 cluster.add_node(num_cpus=1)
                 _commit_more(chaos)
@@ -114,9 +115,12 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
         assert not chaos.fatal_errors(), chaos.fatal_errors()
         # Each loss hit a leader: its partitions got a higher epoch and a leader elsewhere (a pause moved a leader
         # off the head node first when the head led everything, hence pauses >= 1).
-        assert chaos.node_losses == LOSSES and chaos.follower_losses == 0 and chaos.pauses >= 1
+        # The overlapped loss may have hit only followers (when the head node led everything else).
+        assert chaos.overlaps == 1 and chaos.pauses >= 1
+        assert chaos.node_losses + chaos.follower_losses == LOSSES and chaos.follower_losses <= 1
         assert chaos.real_failovers(), chaos.failovers
-        assert len(chaos.failover_s) == LOSSES and set(lost) == {f["lost_node"] for f in chaos.failovers}
+        assert len(chaos.failover_s) + len(chaos.overlapped_s) == chaos.node_losses
+        assert {f["lost_node"] for f in chaos.failovers} <= set(lost) and len(set(lost)) == LOSSES
         assert not chaos.zombie_acks, chaos.zombie_acks
         assert report.restart_partitions_checked > 0 and report.partitions_checked == 3 * 4
         assert report.final_restart_checked
