@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +39,25 @@ class ConformanceReport:
     seconds: float = 0.0
 
 
+class _Progress:
+    """A line on stderr every 250 sequences: how many ran and diverged, the rate and the time left."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.diverged = total, 0, 0
+        self.started = time.perf_counter()
+        self.lock = threading.Lock()
+
+    def step(self, diverged: bool) -> None:
+        with self.lock:
+            self.done += 1
+            self.diverged += diverged
+            if self.done % 250 and self.done != self.total:
+                return
+            rate = self.done / (time.perf_counter() - self.started)
+            print(f"  {self.done}/{self.total} sequences, {self.diverged} differing, {rate:.1f}/s, "
+                  f"about {(self.total - self.done) / rate / 60:.0f} min left", file=sys.stderr, flush=True)
+
+
 def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settle: float = 0.4,
              shrink: bool = True, seconds: float | None = None) -> ConformanceReport:
     """Compare every seed's sequence on both targets; confirm (and shrink) one divergence of each kind.
@@ -45,12 +66,15 @@ def run_many(left: Target, right: Target, seeds: range, workers: int = 16, settl
     """
     started = time.perf_counter()
     report = ConformanceReport()
+    progress = _Progress(len(seeds))
 
     def one(seed: int) -> tuple[int, int, Divergence | None] | None:
         if seconds is not None and time.perf_counter() - started > seconds:
             return None
         steps = generate(seed)
-        return seed, len(steps), compare(steps, left, right, settle)
+        result = seed, len(steps), compare(steps, left, right, settle)
+        progress.step(result[2] is not None)
+        return result
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         first = [r for r in pool.map(one, seeds) if r is not None]
