@@ -23,6 +23,7 @@ CAUGHT = {
     "wiped-replica-votes": 445,
     "truncation-one-round": 1114,
     "no-lease": 4668,
+    "stale-epoch-accepted": 3485,
 }
 
 # Seeds where the simulator found a bug in the real code (see docs/replication.md): they pass since its fix.
