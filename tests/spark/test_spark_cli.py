@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from spark_history import NOW, write_history
+
+# A Ray of the CLI's own: without an address it would join the newest cluster on this machine (Ray's default),
+# which may be another test's (or another pytest worker's) cluster in the middle of losing nodes.
+ENV = {**os.environ, "RAY_ADDRESS": "local"}
 
 # What a line of Ray's, Spark's or the JVM's own logging looks like (a report's WARN status is not one).
 LOG_LINE = (
@@ -21,7 +26,7 @@ def test_export_then_analyze_the_history_with_a_time_range_and_an_allowed_lag(tm
     history = tmp_path / "history"
     cli = Path(sys.executable).with_name("groupcoord")
     exported = subprocess.run([str(cli), "export", "--storage", str(root), "--history", str(history)],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120, env=ENV)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert "184 rows in 4 files" in exported.stdout and (history / "_checkpoints").is_dir()
     plot = tmp_path / "activity.png"
@@ -31,6 +36,7 @@ def test_export_then_analyze_the_history_with_a_time_range_and_an_allowed_lag(tm
         capture_output=True,
         text=True,
         timeout=600,
+        env=ENV,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
@@ -59,6 +65,7 @@ def test_export_then_analyze_the_history_with_a_time_range_and_an_allowed_lag(tm
 def test_analyze_of_a_missing_storage_root_is_a_one_line_error(tmp_path):
     cli = Path(sys.executable).with_name("groupcoord")
     result = subprocess.run(
-        [str(cli), "analyze", "--storage", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120
+        [str(cli), "analyze", "--storage", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120,
+        env=ENV,
     )
     assert result.returncode == 2 and "does not exist" in result.stderr and "Traceback" not in result.stderr
