@@ -24,6 +24,7 @@ CAUGHT = {
     "truncation-one-round": 1114,
     "no-lease": 4668,
     "stale-epoch-accepted": 3485,
+    "own-epoch-marker-rule-removed": 2664,
 }
 
 # Seeds where the simulator found a bug in the real code (see docs/replication.md): they pass since its fix.
