@@ -230,7 +230,13 @@ class NodeChaos(Chaos):
                 for d in self.svc.describe_partitions()
             )
 
-        wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2)
+        def state() -> str:
+            alive = sorted(n["NodeID"][:8] for n in ray.nodes() if n.get("Alive"))
+            described = [(d.partition, d.leader_epoch, (d.leader or "-")[:8], sorted(r[:8] for r in d.replicas),
+                          sorted(r[:8] for r in d.in_sync), d.lags) for d in self.svc.describe_partitions()]
+            return f"alive nodes {alive}, lost {[n[:8] for n in self.lost_nodes]}, partitions {described}"
+
+        wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2, state)
 
     def kill_some(self, overlap: bool = False) -> None:
         """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node); with
