@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import json
+import logging
 import re
 import tempfile
 import time
@@ -27,8 +27,12 @@ from typing import Callable, Iterator
 
 from benchmarks.kafka import load
 from benchmarks.kafka.broker import KafkaBroker
+from benchmarks.kafka.cluster import NODE_LOSS_SETTINGS
+from benchmarks.kafka.ray_start import starting_priority
 
 RESTART_TOPIC = "bench-restart"
+
+logger = logging.getLogger(__name__)
 
 
 class PeerUnavailable(RuntimeError):
@@ -81,8 +85,9 @@ def groupcoord_peer(fsync: str = "always") -> Iterator[Peer]:
         raise PeerUnavailable("groupcoord has no Kafka listener on this branch (issue 32 not merged)")
     own_ray = not ray.is_initialized()
     if own_ray:  # a Ray of our own: never one that someone else started on this shared machine
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        with starting_priority():
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
     with contextlib.ExitStack() as cleanup, tempfile.TemporaryDirectory(prefix="gc-vs-kafka-") as path:
         if own_ray:
             cleanup.callback(ray.shutdown)
@@ -138,58 +143,114 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict:
     return out
 
 
+def _get(results: dict, side: str, *path: str | int) -> float | None:
+    node = results.get(side)
+    for key in path:
+        if not isinstance(node, (dict, list)):
+            return None
+        try:
+            node = node[key]
+        except (KeyError, IndexError):
+            return None
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
 def _rows(results: dict) -> list[tuple[str, str, float | None, float | None]]:
     """(metric, unit, kafka, groupcoord) rows of the side-by-side table."""
-    def get(side: str, *path: str | int) -> float | None:
-        node = results.get(side)
-        for key in path:
-            if not isinstance(node, (dict, list)):
-                return None
-            try:
-                node = node[key]
-            except (KeyError, IndexError):
-                return None
-        return node if isinstance(node, (int, float)) else None
+    def both(*path: str | int) -> tuple[float | None, float | None]:
+        return _get(results, "kafka", *path), _get(results, "groupcoord", *path)
 
-    rows = [("commits (100 partitions)", "requests/s", get("kafka", "commits", "requests_per_s"),
-             get("groupcoord", "commits", "requests_per_s")),
-            ("commit latency p99", "ms", get("kafka", "commits", "p99_ms"), get("groupcoord", "commits", "p99_ms"))]
+    args = results.get("args", {})
+    rows = [(f"commits ({args.get('partitions', 100)} partitions, {args.get('clients', 64)} clients)", "requests/s",
+             *both("commits", "requests_per_s")),
+            ("commit latency p99", "ms", *both("commits", "p99_ms"))]
     levels = results.get("kafka", {}).get("heartbeats") or results.get("groupcoord", {}).get("heartbeats", [])
     for i, level in enumerate(levels):
-        rows.append((f"heartbeats, {level['in_flight']} in flight", "per s", get("kafka", "heartbeats", i, "per_s"),
-                     get("groupcoord", "heartbeats", i, "per_s")))
-        rows.append((f"  false expiries at {level['in_flight']}", "count",
-                     get("kafka", "heartbeats", i, "false_expiries"),
-                     get("groupcoord", "heartbeats", i, "false_expiries")))
-    rows += [("rebalance classic", "s", get("kafka", "rebalance_classic", "seconds"),
-              get("groupcoord", "rebalance_classic", "seconds")),
-             ("rebalance consumer protocol", "s", get("kafka", "rebalance_consumer", "seconds"),
-              get("groupcoord", "rebalance_consumer", "seconds")),
-             ("restart: stop -> offsets served", "s", get("kafka", "restart", "serving_s"),
-              get("groupcoord", "restart", "serving_s"))]
-    return rows
+        rows.append((f"heartbeats, {level['members']} members, {level['in_flight']} in flight", "per s",
+                     *both("heartbeats", i, "per_s")))
+        rows.append((f"false expiries at {level['in_flight']} in flight", "count",
+                     *both("heartbeats", i, "false_expiries")))
+    members = args.get("members", 1000)
+    rows += [(f"rebalance, {members} members, classic", "s", *both("rebalance_classic", "seconds")),
+             (f"rebalance, {members} members, consumer protocol", "s", *both("rebalance_consumer", "seconds")),
+             (f"restart with {args.get('offsets', 0):,} offsets: stop -> offsets served", "s",
+              *both("restart", "serving_s")),
+             ("node loss -> first acknowledged commit (median)", "s", *both("node_loss", "median_s"))]
+    return [r for r in rows if r[2] is not None or r[3] is not None]
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def _loss_cell(losses: dict | None, error: str | None) -> str:
+    if not losses:
+        return f"not measured: {error}"[:200] if error else "-"
+    values = " ".join(f"{v:.2f}" for v in losses["values_s"])
+    return f"{_fmt(losses['median_s'])} ({values}; {losses['counted']} of {losses['attempted']} losses counted)"
 
 
 def report(results: dict) -> None:
-    """Print the side-by-side table with groupcoord/Kafka ratios."""
+    """Print the side-by-side table with groupcoord/Kafka ratios, and the node losses with both sides' timeouts."""
     from benchmarks import common
 
     print()
     print(common.machine_line(results["machine"]))
-    print(f"{'metric':38} {'unit':11} {'Kafka 4.4':>12} {'groupcoord':>12} {'ratio':>7}")
+    print(common.machine_line(results["machine_after"]).replace("machine:", "after:  "))
+    table = []
     for name, unit, k, g in _rows(results):
         ratio = f"{g / k:.2f}" if k and g is not None else "-"
-        ks = f"{k:,.1f}" if k is not None else "-"
-        gs = f"{g:,.1f}" if g is not None else results.get("groupcoord_error", "-")[:12]
-        print(f"{name:38} {unit:11} {ks:>12} {gs:>12} {ratio:>7}")
+        table.append([name, unit, _fmt(k), _fmt(g), ratio])
+    common.print_table("Kafka 4.4 and groupcoord, same wire client, same machine (ratio = groupcoord / Kafka)",
+                       ["metric", "unit", "Kafka 4.4", "groupcoord", "ratio"], table)
+    loss_k, loss_g = results.get("kafka", {}).get("node_loss"), results.get("groupcoord", {}).get("node_loss")
+    if loss_k or loss_g or results.get("kafka_node_loss_error") or results.get("groupcoord_node_loss_error"):
+        settings_k = ", ".join(f"{k}={v}" for k, v in (loss_k or {}).get("settings", {}).items()
+                               if k in NODE_LOSS_SETTINGS)
+        settings_g = ", ".join(f"{k}={v}" for k, v in (loss_g or {}).get("settings", {}).items())
+        common.print_table("node loss with 3 replicas (min in sync 2): seconds from the coordinator's loss to the "
+                           "first acknowledged commit, median (every loss)",
+                           ["peer", "seconds", "lost node", "detection settings"],
+                           [["Kafka 4.4, 3 KRaft broker+controller nodes", _loss_cell(loss_k,
+                             results.get("kafka_node_loss_error")), "SIGKILL of the coordinator's JVM", settings_k],
+                            ["groupcoord, Ray head + 3 workers", _loss_cell(loss_g,
+                             results.get("groupcoord_node_loss_error")),
+                             "removal of the leader replica's Ray node", settings_g]])
     loads = results.get("kafka", {}).get("restart", {}).get("coordinator_load_ms")
     if loads:
         print(f"Kafka's coordinator loaded its {len(loads)} offsets partitions in {loads} ms")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run both peers and print the table."""
+def _run_side(results: dict, key: str, what: str, run: Callable[[], dict]) -> None:
+    """Run one part; a part that fails is recorded with its reason and the run goes on."""
     from benchmarks import common
+
+    common.step(f"=== {what} ===")
+    side, _, part = key.partition(".")
+    try:
+        value = run()
+    except Exception as e:  # one part failing still reports the others
+        logger.exception("%s failed", what)
+        results[f"{side}{'_' + part if part else ''}_error"] = f"{type(e).__name__}: {e}"
+        print(f"  {what} failed: {type(e).__name__}: {e}", flush=True)
+        return
+    if part:
+        results.setdefault(side, {})[part] = value
+    else:
+        results[side] = {**value, **results.get(side, {})}
+
+
+def _measure_with(peer_cm: Callable[[], contextlib.AbstractContextManager[Peer]], args: argparse.Namespace) -> dict:
+    with peer_cm() as peer:
+        return measure(peer, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both peers in one process, print the table, and write benchmarks/results/vs-kafka.json."""
+    from benchmarks import common
+    from benchmarks.kafka import node_loss
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks vs-kafka", description=__doc__)
     parser.add_argument("--clients", type=int, default=64)
@@ -197,23 +258,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--offsets", type=int, default=1_000_000, help="live offsets before the restart (0: skip)")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--quick", action="store_true", help="small sizes: 16 clients, 100 members, 20k offsets")
+    parser.add_argument("--losses", type=int, default=3, help="coordinator node losses per peer (0: skip)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes: 16 clients, 100 members, 20k offsets, 3 s, 2 losses")
     parser.add_argument("--only", choices=["kafka", "groupcoord"], help="run one peer")
+    parser.add_argument("--no-load", action="store_true", help="only the node losses")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.quick:
-        args.clients, args.members, args.offsets, args.seconds = 16, 100, 20_000, 3.0
-    results: dict = {"machine": common.machine(), "args": vars(args)}
-    for side, peer_cm in (("kafka", kafka_peer), ("groupcoord", groupcoord_peer)):
-        if args.only and args.only != side:
-            continue
-        print(f"=== {side} ===")
-        try:
-            with peer_cm() as peer:
-                results[side] = measure(peer, args)
-        except Exception as e:  # one side failing still reports the other
-            results[f"{side}_error"] = f"{type(e).__name__}: {e}"
-            print(f"  {side} failed: {results[f'{side}_error']}")
+        args.clients, args.members, args.offsets, args.seconds, args.losses = 16, 100, 20_000, 3.0, 2
+    started = time.perf_counter()
+    results: dict = {"machine": common.machine(), "args": vars(args), "started": time.strftime("%H:%M UTC",
+                                                                                              time.gmtime())}
+    sides = [s for s in ("kafka", "groupcoord") if args.only in (None, s)]
+    if "kafka" in sides:
+        if not args.no_load:
+            _run_side(results, "kafka", "Kafka 4.4, single node", lambda: _measure_with(kafka_peer, args))
+        if args.losses:
+            _run_side(results, "kafka.node_loss", f"Kafka 4.4, 3 nodes, {args.losses} coordinator losses",
+                      lambda: node_loss.kafka_node_losses(args.losses))
+    results["machine_between"] = common.machine()
+    if "groupcoord" in sides:
+        if not args.no_load:
+            _run_side(results, "groupcoord", "groupcoord, local Ray", lambda: _measure_with(groupcoord_peer, args))
+        if args.losses:
+            _run_side(results, "groupcoord.node_loss", f"groupcoord, Ray cluster, {args.losses} leader node losses",
+                      lambda: node_loss.groupcoord_node_losses(args.losses, config=_groupcoord_config()))
     results["machine_after"] = common.machine()
+    common.REPORT.clear()
     report(results)
-    common.RESULTS_DIR.mkdir(exist_ok=True)
-    (common.RESULTS_DIR / "vs_kafka.json").write_text(json.dumps(results, indent=2, default=str))
+    path = common.write_results("vs-kafka", args, results, time.perf_counter() - started)
+    print(f"\nwrote {path}")
+    return 0
