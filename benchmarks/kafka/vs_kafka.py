@@ -109,6 +109,17 @@ def groupcoord_peer(fsync: str = "always") -> Iterator[Peer]:
             stop(namespace)
 
 
+def _step(out: dict, key: str, label: str, run: Callable[[], object]) -> None:
+    """One measurement into `out[key]`; one that fails leaves `out[key + "_error"]` and the others go on."""
+    print(f"  {label}", flush=True)
+    try:
+        out[key] = run()
+    except Exception as e:  # a load the peer could not take (e.g. members expired) is a result too
+        logger.warning("%s failed: %r", label, e)
+        out[f"{key}_error"] = f"{type(e).__name__}: {e}"[:500]
+        print(f"    failed: {out[f'{key}_error']}", flush=True)
+
+
 def measure(peer: Peer, args: argparse.Namespace) -> dict:
     """Every load of this benchmark against one peer."""
     out: dict = {}
@@ -116,30 +127,37 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict:
     load.create_topic(b, "bench-commits", args.partitions)
     # 500 partitions: Kafka 4.4 gave a KIP-848 member of a 1,000-partition topic an empty assignment here
     load.create_topic(b, "bench-members", min(max(args.members, 1), 500))
-    print(f"  [{peer.name}] commits: {args.clients} clients x {args.partitions} partitions, {args.seconds:.0f} s")
-    out["commits"] = load.commits_per_second(b, "bench-commits", clients=args.clients, partitions=args.partitions,
-                                             seconds=args.seconds)
-    print(f"  [{peer.name}] heartbeats: {args.members} members")
-    out["heartbeats"] = load.heartbeats_per_second(b, "bench-members", members=args.members,
-                                                   seconds=max(2.0, args.seconds / 2))
-    print(f"  [{peer.name}] rebalance: {args.members} members, classic")
-    out["rebalance_classic"] = load.classic_rebalance_seconds(b, "bench-members", members=args.members)
-    print(f"  [{peer.name}] rebalance: {args.members} members, consumer protocol")
-    out["rebalance_consumer"] = load.consumer_rebalance_seconds(b, "bench-members", members=args.members)
+    _step(out, "commits", f"[{peer.name}] commits: {args.clients} clients x {args.partitions} partitions, "
+          f"{args.seconds:.0f} s", lambda: load.commits_per_second(b, "bench-commits", clients=args.clients,
+                                                                  partitions=args.partitions, seconds=args.seconds))
+    _step(out, "heartbeats", f"[{peer.name}] heartbeats: {args.members} members",
+          lambda: load.heartbeats_per_second(b, "bench-members", members=args.members,
+                                             seconds=max(2.0, args.seconds / 2)))
+    _step(out, "rebalance_classic", f"[{peer.name}] rebalance: {args.members} members, classic",
+          lambda: load.classic_rebalance_seconds(b, "bench-members", members=args.members))
+    _step(out, "rebalance_consumer", f"[{peer.name}] rebalance: {args.members} members, consumer protocol",
+          lambda: load.consumer_rebalance_seconds(b, "bench-members", members=args.members))
     if args.offsets:
-        groups = max(1, args.offsets // 1000)
-        parts = min(1000, args.offsets)
-        load.create_topic(b, RESTART_TOPIC, parts)
-        print(f"  [{peer.name}] restart: committing {groups * parts:,} offsets")
-        started = time.perf_counter()
-        acked = load.bulk_commit(b, RESTART_TOPIC, groups=groups, partitions=parts)
-        out["restart"] = {"offsets": acked, "commit_s": time.perf_counter() - started}
-        info = peer.restart()
-        bootstrap = info.pop("bootstrap", b)
-        sample = [f"bench-restart-{g}" for g in range(0, groups, max(1, groups // 16))]
-        info["first_fetches_s"] = load.fetch_answered(bootstrap, sample, RESTART_TOPIC)
-        info["serving_s"] = info["process_to_ready_s"] + info["first_fetches_s"]
-        out["restart"].update(info)
+        _step(out, "restart", f"[{peer.name}] restart with {args.offsets:,} offsets", lambda: _restart(peer, args))
+    return out
+
+
+def _restart(peer: Peer, args: argparse.Namespace) -> dict:
+    """Commit `args.offsets` live offsets, restart the peer, and time until they are served again."""
+    b = peer.bootstrap
+    groups = max(1, args.offsets // 1000)
+    parts = min(1000, args.offsets)
+    load.create_topic(b, RESTART_TOPIC, parts)
+    started = time.perf_counter()
+    acked = load.bulk_commit(b, RESTART_TOPIC, groups=groups, partitions=parts)
+    out = {"offsets": acked, "commit_s": time.perf_counter() - started}
+    print(f"    {acked:,} offsets committed in {out['commit_s']:.0f} s; restarting", flush=True)
+    info = peer.restart()
+    bootstrap = info.pop("bootstrap", b)
+    sample = [f"bench-restart-{g}" for g in range(0, groups, max(1, groups // 16))]
+    info["first_fetches_s"] = load.fetch_answered(bootstrap, sample, RESTART_TOPIC)
+    info["serving_s"] = info["process_to_ready_s"] + info["first_fetches_s"]
+    out.update(info)
     return out
 
 
@@ -155,10 +173,10 @@ def _get(results: dict, side: str, *path: str | int) -> float | None:
     return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def _rows(results: dict) -> list[tuple[str, str, float | None, float | None]]:
-    """(metric, unit, kafka, groupcoord) rows of the side-by-side table."""
-    def both(*path: str | int) -> tuple[float | None, float | None]:
-        return _get(results, "kafka", *path), _get(results, "groupcoord", *path)
+def _rows(results: dict) -> list[tuple[str, str, str, str, str]]:
+    """(metric, unit, Kafka, groupcoord, ratio) cells of the side-by-side table; a step that failed says so."""
+    def both(*path: str | int) -> tuple[str, float | None, float | None]:
+        return str(path[0]), _get(results, "kafka", *path), _get(results, "groupcoord", *path)
 
     args = results.get("args", {})
     rows = [(f"commits ({args.get('partitions', 100)} partitions, {args.get('clients', 64)} clients)", "requests/s",
@@ -173,15 +191,26 @@ def _rows(results: dict) -> list[tuple[str, str, float | None, float | None]]:
     members = args.get("members", 1000)
     rows += [(f"rebalance, {members} members, classic", "s", *both("rebalance_classic", "seconds")),
              (f"rebalance, {members} members, consumer protocol", "s", *both("rebalance_consumer", "seconds")),
+             ("members fenced (session timeout) on the way", "count", *both("rebalance_consumer", "fenced")),
              (f"restart with {args.get('offsets', 0):,} offsets: stop -> offsets served", "s",
               *both("restart", "serving_s")),
              ("node loss -> first acknowledged commit (median)", "s", *both("node_loss", "median_s"))]
-    return [r for r in rows if r[2] is not None or r[3] is not None]
+    out = []
+    for name, unit, key, k, g in rows:
+        cells = []
+        for side, value in (("kafka", k), ("groupcoord", g)):
+            failed = f"{key}_error" in results.get(side, {}) or f"{side}_{key}_error" in results
+            cells.append(_fmt(value) if value is not None else "failed" if failed else "-")
+        if cells != ["-", "-"]:
+            out.append((name, unit, *cells, f"{g / k:.2f}" if k and g is not None and unit != "count" else "-"))
+    return out
 
 
 def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
+    if isinstance(x, int):
+        return f"{x:,}"
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
 
 
@@ -199,10 +228,7 @@ def report(results: dict) -> None:
     print()
     print(common.machine_line(results["machine"]))
     print(common.machine_line(results["machine_after"]).replace("machine:", "after:  "))
-    table = []
-    for name, unit, k, g in _rows(results):
-        ratio = f"{g / k:.2f}" if k and g is not None else "-"
-        table.append([name, unit, _fmt(k), _fmt(g), ratio])
+    table = [list(row) for row in _rows(results)]
     common.print_table("Kafka 4.4 and groupcoord, same wire client, same machine (ratio = groupcoord / Kafka)",
                        ["metric", "unit", "Kafka 4.4", "groupcoord", "ratio"], table)
     loss_k, loss_g = results.get("kafka", {}).get("node_loss"), results.get("groupcoord", {}).get("node_loss")
