@@ -151,6 +151,9 @@ def _join_classic(conns: list[KafkaConnection], group: str, topic: str,
     for i in range(n):
         send_join(i)
     by_sock = {c._sock.fileno(): i for i, c in enumerate(conns)}
+    poller = select.poll()  # not select(): a thousand connections take descriptors past 1024
+    for c in conns:
+        poller.register(c._sock, select.POLLIN)
     deadline = time.perf_counter() + timeout
     while True:
         if all(clean) and len(set(gens)) == 1:
@@ -160,9 +163,9 @@ def _join_classic(conns: list[KafkaConnection], group: str, topic: str,
             return list(zip(ids, gens, strict=True))
         if time.perf_counter() > deadline:
             raise WireError(f"{group}: no stable generation in {timeout} s: {state} {gens} {clean}")
-        ready, _, _ = select.select([c._sock for c in conns if c.in_flight], [], [], 1.0)
-        for sock in ready:
-            i = by_sock[sock.fileno()]
+        ready = [fd for fd, _ in poller.poll(1000) if conns[by_sock[fd]].in_flight]
+        for fd in ready:
+            i = by_sock[fd]
             if not conns[i].poll(0):
                 continue
             r = conns[i].receive(0)

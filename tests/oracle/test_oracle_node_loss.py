@@ -3,7 +3,7 @@ the coordinator again after errors (against the session's broker), and which los
 
 from __future__ import annotations
 
-from benchmarks.kafka import cluster, node_loss
+from benchmarks.kafka import cluster, load, node_loss
 from benchmarks.kafka.broker import free_port
 
 
@@ -20,6 +20,7 @@ def test_every_node_shares_one_quorum_and_replicates_offsets_three_times():
 
 
 def test_the_committer_skips_a_dead_address_and_finds_the_coordinator_again(kafka_broker):
+    load.create_topic(kafka_broker.bootstrap, "node-loss-topic", 1)  # Kafka 4.4 refuses commits of unknown topics
     dead = f"127.0.0.1:{free_port()}"
     committer = node_loss.Committer([dead, kafka_broker.bootstrap], "node-loss-test", topic="node-loss-topic")
     try:
