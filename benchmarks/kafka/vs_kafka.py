@@ -244,6 +244,10 @@ def report(results: dict) -> None:
                             ["groupcoord, Ray head + 3 workers", _loss_cell(loss_g,
                              results.get("groupcoord_node_loss_error")),
                              "removal of the leader replica's Ray node", settings_g]])
+    marks = [("start", "machine"), ("between the peers", "machine_between"), ("end", "machine_after")]
+    common.print_table("the machine's load average (1, 5, 15 min) during the run", ["when", "load average"],
+                       [[when, ", ".join(f"{x:.1f}" for x in results[key]["loadavg"])]
+                        for when, key in marks if key in results])
     loads = results.get("kafka", {}).get("restart", {}).get("coordinator_load_ms")
     if loads:
         print(f"Kafka's coordinator loaded its {len(loads)} offsets partitions in {loads} ms")
