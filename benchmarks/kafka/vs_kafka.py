@@ -6,8 +6,11 @@ and groupcoord with issue 32's Kafka listener (`start(kafka_listener=...)`, fsyn
 a `GroupConfig` matching the broker's group settings). Measured on each: acknowledged 100-partition
 commits/s from 64 clients; classic heartbeats/s at rising concurrency with the count of false
 expiries; a 1,000-member rebalance, classic and consumer protocol; and the restart with 1M live
-offsets (Kafka loading its __consumer_offsets partitions against our replay). The table gives
-groupcoord/Kafka ratios and the machine's load; JSON goes to benchmarks/results/vs_kafka.json.
+offsets (Kafka loading its __consumer_offsets partitions against our replay). Then, with three
+replicas on each side (`node_loss`: three KRaft nodes against a Ray cluster at replication factor
+3), the time from the loss of the group coordinator's node to the first acknowledged commit. The
+tables give groupcoord/Kafka ratios, both sides' detection timeouts and the machine's load; the
+JSON, with the report, goes to benchmarks/results/vs-kafka.json (`python -m benchmarks docs`).
 Without the listener (issue 32 not merged) the groupcoord column says so and only Kafka runs.
 """
 
