@@ -12,6 +12,7 @@ listener compared with this broker should be configured the same way (`GROUP_SET
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import os
@@ -103,6 +104,11 @@ def _one_group_per_partition(partitions: int) -> tuple[str, ...]:
     return tuple(chosen[p] for p in range(partitions))
 
 
+def new_cluster_id() -> str:
+    """A fresh KRaft cluster id (22 characters of URL-safe base64), as kafka-storage random-uuid prints."""
+    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -118,8 +124,10 @@ class KafkaBroker:
     """One KRaft broker+controller JVM on loopback; `bootstrap` is its "127.0.0.1:port"."""
 
     def __init__(self, heap: str = "1g", settings: dict[str, str] | None = None,
-                 workdir: str | os.PathLike | None = None) -> None:
+                 workdir: str | os.PathLike | None = None, cluster_id: str | None = None) -> None:
         self.heap = heap
+        # One id for every node of a cluster (formatted with it); a single broker makes its own.
+        self.cluster_id = cluster_id or new_cluster_id()
         self.settings = {**GROUP_SETTINGS, **(settings or {})}
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="groupcoord-kafka-"))
@@ -174,15 +182,20 @@ class KafkaBroker:
 
     def start(self, timeout: float = 300.0) -> None:
         """Format the log directory (first start only), start the JVM and wait until it serves."""
+        started = time.perf_counter()
+        self.launch(timeout)
+        self.wait_ready(timeout - (time.perf_counter() - started), started)
+
+    def launch(self, timeout: float = 300.0) -> None:
+        """Format the log directory (first start only) and start the JVM without waiting for it (a cluster's
+        nodes start together: none is ready before a majority of controllers runs)."""
         if self._proc is not None:
             raise KafkaBrokerError("already started")
-        started = time.perf_counter()
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         if not (self.workdir / "data" / "meta.properties").exists():
-            cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config),
-                                            heap="256m"),
+            fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                            "-c", str(config), heap="256m"),
                                  capture_output=True, text=True, timeout=timeout)
             if fmt.returncode != 0:
                 raise KafkaBrokerError(f"kafka-storage format failed: {fmt.stdout[-1000:]}{fmt.stderr[-1000:]}")
@@ -192,8 +205,12 @@ class KafkaBroker:
                                       preexec_fn=_die_with_parent, cwd=self.workdir)
         out.close()
         atexit.register(self.stop)
+
+    def wait_ready(self, timeout: float = 300.0, started: float | None = None) -> None:
+        """Wait until the launched JVM serves (its offsets topic created); stop it and raise if it does not."""
+        started = time.perf_counter() if started is None else started
         try:
-            self._wait_ready(started + timeout)
+            self._wait_ready(time.perf_counter() + timeout)
         except BaseException:
             self.stop()
             raise
@@ -229,15 +246,28 @@ class KafkaBroker:
         found = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=keys))
         if any(c.error_code != 0 for c in found.coordinators):
             return False
-        described = conn.request(DescribeGroupsRequest(groups=keys, include_authorized_operations=False))
-        return all(g.error_code == 0 for g in described.groups)
+        by_address: dict[str, list[str]] = {}  # in a cluster, each group is described by its own coordinator
+        for c in found.coordinators:
+            by_address.setdefault(f"{c.host}:{c.port}", []).append(c.key)
+        for address, groups in by_address.items():
+            with contextlib.ExitStack() as stack:
+                there = conn if address == self.bootstrap else stack.enter_context(
+                    KafkaConnection(address, timeout=5.0))
+                described = there.request(DescribeGroupsRequest(groups=tuple(groups),
+                                                                include_authorized_operations=False))
+            if any(g.error_code != 0 for g in described.groups):
+                return False
+        return True
 
     def _tail(self) -> str:
         parts = []
         for name in ("stdout.log", "server.log"):
             path = self.workdir / name
             if path.exists():
-                parts.append(path.read_text(errors="replace")[-1500:])
+                text = path.read_text(errors="replace")
+                if name == "server.log":  # why it stopped is in its errors, before the shutdown's lines
+                    parts += [line[:500] for line in text.splitlines() if "] ERROR " in line or "] FATAL " in line][-5:]
+                parts.append(text[-1500:])
         return "\n".join(parts)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -255,6 +285,14 @@ class KafkaBroker:
             atexit.unregister(self.stop)
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the JVM, as a machine's loss would end it, and keep its log directory for a later `start()`."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+            atexit.unregister(self.stop)
 
     def stop_for_restart(self, timeout: float = 180.0) -> None:
         """Stop the JVM but keep its log directory, so that `start()` brings the same data back."""

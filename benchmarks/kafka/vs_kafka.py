@@ -6,8 +6,11 @@ and groupcoord with issue 32's Kafka listener (`start(kafka_listener=...)`, fsyn
 a `GroupConfig` matching the broker's group settings). Measured on each: acknowledged 100-partition
 commits/s from 64 clients; classic heartbeats/s at rising concurrency with the count of false
 expiries; a 1,000-member rebalance, classic and consumer protocol; and the restart with 1M live
-offsets (Kafka loading its __consumer_offsets partitions against our replay). The table gives
-groupcoord/Kafka ratios and the machine's load; JSON goes to benchmarks/results/vs_kafka.json.
+offsets (Kafka loading its __consumer_offsets partitions against our replay). Then, with three
+replicas on each side (`node_loss`: three KRaft nodes against a Ray cluster at replication factor
+3), the time from the loss of the group coordinator's node to the first acknowledged commit. The
+tables give groupcoord/Kafka ratios, both sides' detection timeouts and the machine's load; the
+JSON, with the report, goes to benchmarks/results/vs-kafka.json (`python -m benchmarks docs`).
 Without the listener (issue 32 not merged) the groupcoord column says so and only Kafka runs.
 """
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import json
+import logging
 import re
 import tempfile
 import time
@@ -27,8 +30,12 @@ from typing import Callable, Iterator
 
 from benchmarks.kafka import load
 from benchmarks.kafka.broker import KafkaBroker
+from benchmarks.kafka.cluster import NODE_LOSS_SETTINGS
+from benchmarks.kafka.ray_start import starting_priority
 
 RESTART_TOPIC = "bench-restart"
+
+logger = logging.getLogger(__name__)
 
 
 class PeerUnavailable(RuntimeError):
@@ -81,8 +88,9 @@ def groupcoord_peer(fsync: str = "always") -> Iterator[Peer]:
         raise PeerUnavailable("groupcoord has no Kafka listener on this branch (issue 32 not merged)")
     own_ray = not ray.is_initialized()
     if own_ray:  # a Ray of our own: never one that someone else started on this shared machine
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        with starting_priority():
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
     with contextlib.ExitStack() as cleanup, tempfile.TemporaryDirectory(prefix="gc-vs-kafka-") as path:
         if own_ray:
             cleanup.callback(ray.shutdown)
@@ -104,6 +112,17 @@ def groupcoord_peer(fsync: str = "always") -> Iterator[Peer]:
             stop(namespace)
 
 
+def _step(out: dict, key: str, label: str, run: Callable[[], object]) -> None:
+    """One measurement into `out[key]`; one that fails leaves `out[key + "_error"]` and the others go on."""
+    print(f"  {label}", flush=True)
+    try:
+        out[key] = run()
+    except Exception as e:  # a load the peer could not take (e.g. members expired) is a result too
+        logger.warning("%s failed: %r", label, e)
+        out[f"{key}_error"] = f"{type(e).__name__}: {e}"[:500]
+        print(f"    failed: {out[f'{key}_error']}", flush=True)
+
+
 def measure(peer: Peer, args: argparse.Namespace) -> dict:
     """Every load of this benchmark against one peer."""
     out: dict = {}
@@ -111,85 +130,160 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict:
     load.create_topic(b, "bench-commits", args.partitions)
     # 500 partitions: Kafka 4.4 gave a KIP-848 member of a 1,000-partition topic an empty assignment here
     load.create_topic(b, "bench-members", min(max(args.members, 1), 500))
-    print(f"  [{peer.name}] commits: {args.clients} clients x {args.partitions} partitions, {args.seconds:.0f} s")
-    out["commits"] = load.commits_per_second(b, "bench-commits", clients=args.clients, partitions=args.partitions,
-                                             seconds=args.seconds)
-    print(f"  [{peer.name}] heartbeats: {args.members} members")
-    out["heartbeats"] = load.heartbeats_per_second(b, "bench-members", members=args.members,
-                                                   seconds=max(2.0, args.seconds / 2))
-    print(f"  [{peer.name}] rebalance: {args.members} members, classic")
-    out["rebalance_classic"] = load.classic_rebalance_seconds(b, "bench-members", members=args.members)
-    print(f"  [{peer.name}] rebalance: {args.members} members, consumer protocol")
-    out["rebalance_consumer"] = load.consumer_rebalance_seconds(b, "bench-members", members=args.members)
+    _step(out, "commits", f"[{peer.name}] commits: {args.clients} clients x {args.partitions} partitions, "
+          f"{args.seconds:.0f} s", lambda: load.commits_per_second(b, "bench-commits", clients=args.clients,
+                                                                  partitions=args.partitions, seconds=args.seconds))
+    _step(out, "heartbeats", f"[{peer.name}] heartbeats: {args.members} members",
+          lambda: load.heartbeats_per_second(b, "bench-members", members=args.members,
+                                             seconds=max(2.0, args.seconds / 2)))
+    _step(out, "rebalance_classic", f"[{peer.name}] rebalance: {args.members} members, classic",
+          lambda: load.classic_rebalance_seconds(b, "bench-members", members=args.members))
+    _step(out, "rebalance_consumer", f"[{peer.name}] rebalance: {args.members} members, consumer protocol",
+          lambda: load.consumer_rebalance_seconds(b, "bench-members", members=args.members))
     if args.offsets:
-        groups = max(1, args.offsets // 1000)
-        parts = min(1000, args.offsets)
-        load.create_topic(b, RESTART_TOPIC, parts)
-        print(f"  [{peer.name}] restart: committing {groups * parts:,} offsets")
-        started = time.perf_counter()
-        acked = load.bulk_commit(b, RESTART_TOPIC, groups=groups, partitions=parts)
-        out["restart"] = {"offsets": acked, "commit_s": time.perf_counter() - started}
-        info = peer.restart()
-        bootstrap = info.pop("bootstrap", b)
-        sample = [f"bench-restart-{g}" for g in range(0, groups, max(1, groups // 16))]
-        info["first_fetches_s"] = load.fetch_answered(bootstrap, sample, RESTART_TOPIC)
-        info["serving_s"] = info["process_to_ready_s"] + info["first_fetches_s"]
-        out["restart"].update(info)
+        _step(out, "restart", f"[{peer.name}] restart with {args.offsets:,} offsets", lambda: _restart(peer, args))
     return out
 
 
-def _rows(results: dict) -> list[tuple[str, str, float | None, float | None]]:
-    """(metric, unit, kafka, groupcoord) rows of the side-by-side table."""
-    def get(side: str, *path: str | int) -> float | None:
-        node = results.get(side)
-        for key in path:
-            if not isinstance(node, (dict, list)):
-                return None
-            try:
-                node = node[key]
-            except (KeyError, IndexError):
-                return None
-        return node if isinstance(node, (int, float)) else None
+def _restart(peer: Peer, args: argparse.Namespace) -> dict:
+    """Commit `args.offsets` live offsets, restart the peer, and time until they are served again."""
+    b = peer.bootstrap
+    groups = max(1, args.offsets // 1000)
+    parts = min(1000, args.offsets)
+    load.create_topic(b, RESTART_TOPIC, parts)
+    started = time.perf_counter()
+    acked = load.bulk_commit(b, RESTART_TOPIC, groups=groups, partitions=parts)
+    out = {"offsets": acked, "commit_s": time.perf_counter() - started}
+    print(f"    {acked:,} offsets committed in {out['commit_s']:.0f} s; restarting", flush=True)
+    info = peer.restart()
+    bootstrap = info.pop("bootstrap", b)
+    sample = [f"bench-restart-{g}" for g in range(0, groups, max(1, groups // 16))]
+    info["first_fetches_s"] = load.fetch_answered(bootstrap, sample, RESTART_TOPIC)
+    info["serving_s"] = info["process_to_ready_s"] + info["first_fetches_s"]
+    out.update(info)
+    return out
 
-    rows = [("commits (100 partitions)", "requests/s", get("kafka", "commits", "requests_per_s"),
-             get("groupcoord", "commits", "requests_per_s")),
-            ("commit latency p99", "ms", get("kafka", "commits", "p99_ms"), get("groupcoord", "commits", "p99_ms"))]
+
+def _get(results: dict, side: str, *path: str | int) -> float | None:
+    node = results.get(side)
+    for key in path:
+        if not isinstance(node, (dict, list)):
+            return None
+        try:
+            node = node[key]
+        except (KeyError, IndexError):
+            return None
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def _rows(results: dict) -> list[tuple[str, str, str, str, str]]:
+    """(metric, unit, Kafka, groupcoord, ratio) cells of the side-by-side table; a step that failed says so."""
+    def both(*path: str | int) -> tuple[str, float | None, float | None]:
+        return str(path[0]), _get(results, "kafka", *path), _get(results, "groupcoord", *path)
+
+    args = results.get("args", {})
+    rows = [(f"commits ({args.get('partitions', 100)} partitions, {args.get('clients', 64)} clients)", "requests/s",
+             *both("commits", "requests_per_s")),
+            ("commit latency p99", "ms", *both("commits", "p99_ms"))]
     levels = results.get("kafka", {}).get("heartbeats") or results.get("groupcoord", {}).get("heartbeats", [])
     for i, level in enumerate(levels):
-        rows.append((f"heartbeats, {level['in_flight']} in flight", "per s", get("kafka", "heartbeats", i, "per_s"),
-                     get("groupcoord", "heartbeats", i, "per_s")))
-        rows.append((f"  false expiries at {level['in_flight']}", "count",
-                     get("kafka", "heartbeats", i, "false_expiries"),
-                     get("groupcoord", "heartbeats", i, "false_expiries")))
-    rows += [("rebalance classic", "s", get("kafka", "rebalance_classic", "seconds"),
-              get("groupcoord", "rebalance_classic", "seconds")),
-             ("rebalance consumer protocol", "s", get("kafka", "rebalance_consumer", "seconds"),
-              get("groupcoord", "rebalance_consumer", "seconds")),
-             ("restart: stop -> offsets served", "s", get("kafka", "restart", "serving_s"),
-              get("groupcoord", "restart", "serving_s"))]
-    return rows
+        rows.append((f"heartbeats, {level['members']} members, {level['in_flight']} in flight", "per s",
+                     *both("heartbeats", i, "per_s")))
+        rows.append((f"false expiries at {level['in_flight']} in flight", "count",
+                     *both("heartbeats", i, "false_expiries")))
+    members = args.get("members", 1000)
+    rows += [(f"rebalance, {members} members, classic", "s", *both("rebalance_classic", "seconds")),
+             (f"rebalance, {members} members, consumer protocol", "s", *both("rebalance_consumer", "seconds")),
+             ("members fenced (session timeout) on the way", "count", *both("rebalance_consumer", "fenced")),
+             (f"restart with {args.get('offsets', 0):,} offsets: stop -> offsets served", "s",
+              *both("restart", "serving_s")),
+             ("node loss -> first acknowledged commit (median)", "s", *both("node_loss", "median_s"))]
+    out = []
+    for name, unit, key, k, g in rows:
+        cells = []
+        for side, value in (("kafka", k), ("groupcoord", g)):
+            failed = f"{key}_error" in results.get(side, {}) or f"{side}_{key}_error" in results
+            cells.append(_fmt(value) if value is not None else "failed" if failed else "-")
+        if cells != ["-", "-"]:
+            out.append((name, unit, *cells, f"{g / k:.2f}" if k and g is not None and unit != "count" else "-"))
+    return out
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def _loss_cell(losses: dict | None, error: str | None) -> str:
+    if not losses:
+        return f"not measured: {error}"[:200] if error else "-"
+    values = " ".join(f"{v:.2f}" for v in losses["values_s"])
+    return f"{_fmt(losses['median_s'])} ({values}; {losses['counted']} of {losses['attempted']} losses counted)"
 
 
 def report(results: dict) -> None:
-    """Print the side-by-side table with groupcoord/Kafka ratios."""
+    """Print the side-by-side table with groupcoord/Kafka ratios, and the node losses with both sides' timeouts."""
     from benchmarks import common
 
     print()
     print(common.machine_line(results["machine"]))
-    print(f"{'metric':38} {'unit':11} {'Kafka 4.4':>12} {'groupcoord':>12} {'ratio':>7}")
-    for name, unit, k, g in _rows(results):
-        ratio = f"{g / k:.2f}" if k and g is not None else "-"
-        ks = f"{k:,.1f}" if k is not None else "-"
-        gs = f"{g:,.1f}" if g is not None else results.get("groupcoord_error", "-")[:12]
-        print(f"{name:38} {unit:11} {ks:>12} {gs:>12} {ratio:>7}")
+    print(common.machine_line(results["machine_after"]).replace("machine:", "after:  "))
+    table = [list(row) for row in _rows(results)]
+    common.print_table("Kafka 4.4 and groupcoord, same wire client, same machine (ratio = groupcoord / Kafka)",
+                       ["metric", "unit", "Kafka 4.4", "groupcoord", "ratio"], table)
+    loss_k, loss_g = results.get("kafka", {}).get("node_loss"), results.get("groupcoord", {}).get("node_loss")
+    if loss_k or loss_g or results.get("kafka_node_loss_error") or results.get("groupcoord_node_loss_error"):
+        settings_k = ", ".join(f"{k}={v}" for k, v in (loss_k or {}).get("settings", {}).items()
+                               if k in NODE_LOSS_SETTINGS)
+        settings_g = ", ".join(f"{k}={v}" for k, v in (loss_g or {}).get("settings", {}).items())
+        common.print_table("node loss with 3 replicas (min in sync 2): seconds from the coordinator's loss to the "
+                           "first acknowledged commit, median (every loss)",
+                           ["peer", "seconds", "lost node", "detection settings"],
+                           [["Kafka 4.4, 3 KRaft broker+controller nodes", _loss_cell(loss_k,
+                             results.get("kafka_node_loss_error")), "SIGKILL of the coordinator's JVM", settings_k],
+                            ["groupcoord, Ray head + 3 workers", _loss_cell(loss_g,
+                             results.get("groupcoord_node_loss_error")),
+                             "removal of the leader replica's Ray node", settings_g]])
+    marks = [("start", "machine"), ("between the peers", "machine_between"), ("end", "machine_after")]
+    common.print_table("the machine's load average (1, 5, 15 min) during the run", ["when", "load average"],
+                       [[when, ", ".join(f"{x:.1f}" for x in results[key]["loadavg"])]
+                        for when, key in marks if key in results])
     loads = results.get("kafka", {}).get("restart", {}).get("coordinator_load_ms")
     if loads:
         print(f"Kafka's coordinator loaded its {len(loads)} offsets partitions in {loads} ms")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run both peers and print the table."""
+def _run_side(results: dict, key: str, what: str, run: Callable[[], dict]) -> None:
+    """Run one part; a part that fails is recorded with its reason and the run goes on."""
     from benchmarks import common
+
+    common.step(f"=== {what} ===")
+    side, _, part = key.partition(".")
+    try:
+        value = run()
+    except Exception as e:  # one part failing still reports the others
+        logger.exception("%s failed", what)
+        results[f"{side}{'_' + part if part else ''}_error"] = f"{type(e).__name__}: {e}"
+        print(f"  {what} failed: {type(e).__name__}: {e}", flush=True)
+        return
+    if part:
+        results.setdefault(side, {})[part] = value
+    else:
+        results[side] = {**value, **results.get(side, {})}
+
+
+def _measure_with(peer_cm: Callable[[], contextlib.AbstractContextManager[Peer]], args: argparse.Namespace) -> dict:
+    with peer_cm() as peer:
+        return measure(peer, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both peers in one process, print the table, and write benchmarks/results/vs-kafka.json."""
+    from benchmarks import common
+    from benchmarks.kafka import node_loss
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks vs-kafka", description=__doc__)
     parser.add_argument("--clients", type=int, default=64)
@@ -197,23 +291,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--offsets", type=int, default=1_000_000, help="live offsets before the restart (0: skip)")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--quick", action="store_true", help="small sizes: 16 clients, 100 members, 20k offsets")
+    parser.add_argument("--losses", type=int, default=3, help="coordinator node losses per peer (0: skip)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes: 16 clients, 100 members, 20k offsets, 3 s, 2 losses")
     parser.add_argument("--only", choices=["kafka", "groupcoord"], help="run one peer")
+    parser.add_argument("--no-load", action="store_true", help="only the node losses")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.quick:
-        args.clients, args.members, args.offsets, args.seconds = 16, 100, 20_000, 3.0
-    results: dict = {"machine": common.machine(), "args": vars(args)}
-    for side, peer_cm in (("kafka", kafka_peer), ("groupcoord", groupcoord_peer)):
-        if args.only and args.only != side:
-            continue
-        print(f"=== {side} ===")
-        try:
-            with peer_cm() as peer:
-                results[side] = measure(peer, args)
-        except Exception as e:  # one side failing still reports the other
-            results[f"{side}_error"] = f"{type(e).__name__}: {e}"
-            print(f"  {side} failed: {results[f'{side}_error']}")
+        args.clients, args.members, args.offsets, args.seconds, args.losses = 16, 100, 20_000, 3.0, 2
+    started = time.perf_counter()
+    results: dict = {"machine": common.machine(), "args": vars(args), "started": time.strftime("%H:%M UTC",
+                                                                                              time.gmtime())}
+    sides = [s for s in ("kafka", "groupcoord") if args.only in (None, s)]
+    if "kafka" in sides:
+        if not args.no_load:
+            _run_side(results, "kafka", "Kafka 4.4, single node", lambda: _measure_with(kafka_peer, args))
+        if args.losses:
+            _run_side(results, "kafka.node_loss", f"Kafka 4.4, 3 nodes, {args.losses} coordinator losses",
+                      lambda: node_loss.kafka_node_losses(args.losses))
+    results["machine_between"] = common.machine()
+    if "groupcoord" in sides:
+        if not args.no_load:
+            _run_side(results, "groupcoord", "groupcoord, local Ray", lambda: _measure_with(groupcoord_peer, args))
+        if args.losses:
+            _run_side(results, "groupcoord.node_loss", f"groupcoord, Ray cluster, {args.losses} leader node losses",
+                      lambda: node_loss.groupcoord_node_losses(args.losses, config=_groupcoord_config()))
     results["machine_after"] = common.machine()
+    common.REPORT.clear()
     report(results)
-    common.RESULTS_DIR.mkdir(exist_ok=True)
-    (common.RESULTS_DIR / "vs_kafka.json").write_text(json.dumps(results, indent=2, default=str))
+    path = common.write_results("vs-kafka", args, results, time.perf_counter() - started)
+    print(f"\nwrote {path}")
+    return 0

@@ -98,6 +98,8 @@ class KafkaConnection:
         self.timeout = timeout
         self._sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._poller = select.poll()
+        self._poller.register(self._sock, select.POLLIN)
         self._buffer = bytearray()
         self._pending: deque[_Pending] = deque()
         self._next_id = 1
@@ -148,8 +150,8 @@ class KafkaConnection:
         deadline = time.monotonic() + timeout
         while not self._frame_ready():
             remaining = max(0.0, deadline - time.monotonic())
-            readable, _, _ = select.select([self._sock], [], [], remaining)
-            if readable:
+            # poll, not select: a process holding a thousand connections (and Ray's) has descriptors past 1024
+            if self._poller.poll(remaining * 1000):
                 self._read_some()
             elif remaining <= 0:
                 return False
