@@ -254,6 +254,9 @@ class NodeChaos(Chaos):
 
     def restart_all(self) -> None:
         """Kill every leader's actor at once (Ray restarts them as followers) and wait for new leaders."""
+        # The current leaders' handles: an election since the last fault moves a leader, and killing the old
+        # handle (now a follower) would elect no one.
+        self.svc.refresh()
         before = epochs(self.svc)
         for p in range(self.svc.num_partitions):
             ray.kill(self.svc.partition(p), no_restart=False)
