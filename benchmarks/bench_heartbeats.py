@@ -5,7 +5,8 @@ which heartbeat every member at its interval (phases spread evenly) while the gr
 for a measured window of at least two session timeouts; then the members leave. A member that
 heartbeats in time must never expire: any heartbeat answered with an error (UNKNOWN_MEMBER_ID,
 REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION) counts as a failure, and it is a *false* expiry when
-the driver never left a gap of a session timeout between that member's heartbeats. Two client
+the driver never left a gap of a session timeout between that member's heartbeats (the first gap
+counted from when it sent the member's SyncGroup). Two client
 shapes: each driver sends the heartbeats due in a tick in one `batch` actor call (how a process
 hosting many members would), or one actor call per heartbeat. The knee is the highest offered
 rate with no failure whose heartbeats were answered as fast as they were sent (>= 95% of those
@@ -183,15 +184,19 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     # spread over the interval (the SyncGroup that completed its join restarted its session).
     step = max(1, 500 // max(1, groups[0][2])) if groups else 1
     for lo in range(0, len(groups), step):
+        sync_sent: dict = {}
         formed = await clients.form_groups(callers, groups[lo : lo + step], session_ms=session_ms,
-                                           failed=formation_failures)
+                                           failed=formation_failures, sync_sent=sync_sent)
         now = time.time()
         for group_members in formed:
             for ref in group_members:
                 m = _Member(ref)
-                m.last_sent = now
+                # Its session began when the coordinator completed its SyncGroup, after the driver sent it and
+                # before the answer came back: a gap is judged from the send (a false expiry is then certain),
+                # and the first heartbeat is due an interval's phase after it (at once if the answer was late).
+                m.last_sent = sync_sent.get(ref.group, now)
                 members.append(m)
-                heapq.heappush(heap, (now + (len(members) * 0.618 % 1.0) * interval_s, next(seq), m))
+                heapq.heappush(heap, (m.last_sent + (len(members) * 0.618 % 1.0) * interval_s, next(seq), m))
     formed_at[0] = time.time()
     end[0] = max(start_at, formed_at[0]) + window_s
     await sched

@@ -68,13 +68,14 @@ def assignment_for(index: int, members: int, topic_partitions: int = 100) -> byt
 
 
 async def form_groups(callers: Sequence[Any], groups: Sequence[tuple[str, int, int]], session_ms: int = 30_000,
-                      chunk: int = 2000, failed: list | None = None) -> list[list[MemberRef]]:
+                      chunk: int = 2000, failed: list | None = None,
+                      sync_sent: dict | None = None) -> list[list[MemberRef]]:
     """Form groups (group id, owning partition, members) with batched joins and syncs; their members.
 
     Joins of a group complete together once its join phase ends; the leader's SyncGroup carries
     a small assignment for everyone. Whole groups go `chunk` members at a time per partition.
     A failed join or sync raises, unless `failed` is given: then its error is appended there and
-    the member left out.
+    the member left out. `sync_sent`, if given, is told when each group's SyncGroups were sent (time.time()).
     """
     by_partition: dict[int, list[tuple[str, int]]] = {}
     for group, partition, n in groups:
@@ -103,6 +104,9 @@ async def form_groups(callers: Sequence[Any], groups: Sequence[tuple[str, int, i
                                                          PROTOCOL, assignments)))
             synced.append(MemberRef(g, j.member_id, j.generation_id, p))
         # Followers' syncs park until the leader's assignment is durable; the batch waits for all.
+        if sync_sent is not None:
+            sent = time.time()
+            sync_sent.update((g, sent) for g, _ in part)
         results = await caller.batch(syncs)
         bad = [r.error for r in results if r.error != Errors.NONE]
         if bad and failed is None:

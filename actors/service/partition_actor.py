@@ -50,6 +50,7 @@ from groupcoord.protocol.security.snapshot import SecurityConfig
 from .authorizer import RequestGuard
 from .logs import configure_service_logging
 from .names import ROUTER_NAME
+from .overload import queue_probe_turn
 from .partition_runtime import PartitionRuntime
 from .process_exit import EXIT_CRASH, exit_process
 from .security_feed import CHECK_INTERVAL_S, SecurityFeed
@@ -117,6 +118,9 @@ class PartitionActor:
         self._router: Any = None  # the router's handle, looked up once off the event loop (see _router_handle)
         self._node = _node_facts() if namespace is not None else ("", "")
         self._guard_requests(security, self.runtime.supervisor)
+        self._self: Any = None  # this actor's own handle, for the queue probe (see _queue_probe_turn)
+        if namespace is not None:  # a Ray actor: requests wait in Ray's queue before the loop's
+            self.runtime.supervisor.start("queue probe", self._queue_probe_turn)
 
     def _guard_requests(self, security: SecurityConfig | None, supervisor: Any) -> None:
         """Check every request's credentials and ACLs from now on if the service authorizes."""
@@ -275,17 +279,24 @@ class PartitionActor:
         results: list[Any] = []
         started = False  # whether the shard produced a Deferred since the last kick
         deadline = time.perf_counter() + _BATCH_YIELD_S
-        for api, req in calls:
-            result = self._start(api, req)
-            results.append(result)
-            started = started or isinstance(result, Deferred)
-            if time.perf_counter() > deadline:
-                # Let finished flushes answer other callers, and start the fsync of what this batch wrote.
-                if started:
-                    self.runtime.kick()
-                    started = False
-                await asyncio.sleep(0)
-                deadline = time.perf_counter() + _BATCH_YIELD_S
+        lag = self.runtime.lag if self.runtime is not None else None  # a replica's follower has none
+        # Until its last request has run, the batch's age is lag: none of them may be judged late (see LagProbe).
+        key = lag.batch_arrived() if lag is not None else 0
+        try:
+            for api, req in calls:
+                result = self._start(api, req)
+                results.append(result)
+                started = started or isinstance(result, Deferred)
+                if time.perf_counter() > deadline:
+                    # Let finished flushes answer other callers, and start the fsync of what this batch wrote.
+                    if started:
+                        self.runtime.kick()
+                        started = False
+                    await asyncio.sleep(0)
+                    deadline = time.perf_counter() + _BATCH_YIELD_S
+        finally:
+            if lag is not None:
+                lag.batch_served(key)
         pending = [r for r in results if isinstance(r, Deferred)]
         if pending:
             await self.runtime.wait_all(pending)
@@ -296,6 +307,23 @@ class PartitionActor:
                          for c, r in zip(calls, responses, strict=True)]
         self.telemetry.requests(calls, responses, time.perf_counter() - arrived)
         return responses
+
+    async def queue_probe(self, token: str) -> None:
+        """The queue probe's call to this actor, through Ray's queue like every request (see overload.LagProbe)."""
+        runtime = getattr(self, "runtime", None)
+        if runtime is not None:
+            runtime.lag.queue_call_arrived(token)
+
+    async def _queue_probe_turn(self) -> None:
+        """Measure how long a call waits in Ray's queue and the loop's before it runs (off GCS: the handle is kept)."""
+        if self.runtime.coord is None:  # loading: nothing is served, and the loop probe has not started
+            await asyncio.sleep(0.05)
+            return
+        counted = self._self is not None
+        if self._self is None:
+            self._self = await asyncio.get_running_loop().run_in_executor(None, _current_actor)
+        handle = self._self
+        await queue_probe_turn(self.runtime.lag, lambda token: handle.queue_probe.remote(token), counted)
 
     # --- operations ------------------------------------------------------------------------------
 
@@ -377,6 +405,12 @@ def _lookup_router(namespace: str | None) -> Any:
     import ray
 
     return ray.get_actor(ROUTER_NAME, namespace=namespace)
+
+
+def _current_actor() -> Any:
+    import ray
+
+    return ray.get_runtime_context().current_actor
 
 
 def _node_facts() -> tuple[str, str]:

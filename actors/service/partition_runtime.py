@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable
 
 from groupcoord.protocol import Deferred
+from groupcoord.protocol.shard.clock import due_ms_of
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.errors import CompactionError, LogClosedError
@@ -37,6 +38,9 @@ COMPACTION_CHECK_INTERVAL_S = 60.0
 # How long the timer loop fires due timers (a session expiry, a retention step of 1,000 offsets: each
 # one timer) before it yields to requests, as `batch` does.
 TIMER_TURN_S = 0.002
+
+# While the actor runs behind, the timer loop looks again this often (its lag, and so due time, moves).
+_LAGGING_TIMER_CHECK_S = 0.1
 
 _REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router why
 
@@ -227,7 +231,9 @@ class PartitionRuntime:
         deadline = coord.next_deadline()
         self._sleep_until = deadline if deadline is not None else float("inf")
         self._wake.clear()
-        timeout = None if deadline is None else max(0.0, (deadline - self.clock.monotonic_ms()) / 1000)
+        timeout = None if deadline is None else max(0.0, (deadline - due_ms_of(self.clock)()) / 1000)
+        if timeout is not None and self.lag.lag_ms:
+            timeout = min(timeout, _LAGGING_TIMER_CHECK_S)  # the lag may shrink meanwhile: due time jumps ahead
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except TimeoutError:
@@ -280,3 +286,4 @@ def _compaction_is_fatal(error: Exception) -> bool:
 
 def _always(error: Exception) -> bool:
     return True
+

@@ -25,6 +25,11 @@ def monotonic_ms_of(clock: Clock) -> Callable[[], int]:
     return getattr(clock, "monotonic_ms", clock.now_ms)
 
 
+def due_ms_of(clock: Clock) -> Callable[[], int]:
+    """The function that tells which deadlines have passed: the clock's `due_ms`, or its monotonic time."""
+    return getattr(clock, "due_ms", None) or monotonic_ms_of(clock)
+
+
 
 class SystemClock:
     """The machine's clocks: the wall clock for timestamps, the monotonic clock for deadlines."""
@@ -69,13 +74,16 @@ class ManualClock:
 
 
 class CoordinatorClock:
-    """Coordinator time: another clock's monotonic time less how far behind its requests the coordinator runs.
+    """Coordinator time: deadlines are armed on another clock's monotonic time and judged on it less the
+    coordinator's lag.
 
-    A heartbeat that waits in the coordinator's queue was sent in time; measured in coordinator
-    time, a session only runs while the coordinator keeps up. Whoever runs the shard sets
-    `behind_ms` (the queueing delay it measures); the reading never goes back, so while the lag
-    grows the deadlines stand still, and once it drains they catch up and what is really overdue
-    fires. The wall clock is the base clock's.
+    A heartbeat that waits in the coordinator's queue was sent in time. So what happens is stamped
+    when it happens (`monotonic_ms`, the base clock's: a heartbeat served restarts its session
+    from then), while whether a deadline has passed is judged on `due_ms`: the base time less
+    `behind_ms`, how long the oldest work still queued may have waited (whoever runs the shard
+    measures and sets it), never going back. While the lag grows, due time stands still; once the
+    queue drains, it catches up and what is really overdue fires. A deadline passes only when no
+    request still queued can have arrived before it. The wall clock is the base clock's.
     """
 
     def __init__(self, base: Clock) -> None:
@@ -89,7 +97,12 @@ class CoordinatorClock:
         return self.base.now_ms()
 
     def monotonic_ms(self) -> int:
-        """The base clock's monotonic time less `behind_ms`, never below an earlier reading."""
+        """The base clock's monotonic time: when something happens (a session restarts from it)."""
+        return self._monotonic()
+
+    def due_ms(self) -> int:
+        """The base clock's monotonic time less `behind_ms`, never below an earlier reading: deadlines
+        up to it have passed."""
         t = self._monotonic() - self.behind_ms
         if t > self._last:
             self._last = t

@@ -186,12 +186,12 @@ class GroupCoordinator:
 
     def tick(self) -> None:
         """Fire every timer due by now, in deadline order, including timers that firing arms."""
-        self.runtime.timers.fire_due(self.runtime.monotonic(), runner=self._run_timer)
+        self.runtime.timers.fire_due(self.runtime.due(), runner=self._run_timer)
 
     def fire_timers(self, max_timers: int) -> bool:
         """Fire at most `max_timers` due timers (the actor yields between calls); True if more are due."""
         timers = self.runtime.timers
-        now = self.runtime.monotonic()
+        now = self.runtime.due()
         timers.fire_due(now, limit=max_timers, runner=self._run_timer)
         return timers.has_due(now)
 

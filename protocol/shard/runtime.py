@@ -7,7 +7,7 @@ from collections import deque
 from typing import Callable, Sequence, TypeVar
 
 from ..records import Record
-from .clock import Clock, monotonic_ms_of
+from .clock import Clock, due_ms_of, monotonic_ms_of
 from .deferred import Deferred
 from .log import RecordLog
 from .purgatory import Purgatory
@@ -29,6 +29,7 @@ class ShardRuntime:
     def __init__(self, clock: Clock, log: RecordLog, replay: Callable[[Record], None]) -> None:
         self.clock = clock
         self.monotonic = monotonic_ms_of(clock)
+        self.due = due_ms_of(clock)  # which deadlines have passed (see CoordinatorClock)
         self.log = log
         self.timers = Purgatory()
         self.stats = ShardStats()

@@ -1,0 +1,95 @@
+"""The lag a partition actor measures counts every queue a request waits in, not only its event loop's.
+
+A probe's call still in Ray's queue and a batch whose last requests have not run yet are lag
+already (the overload benchmark's false expiries came from waits the loop probe did not see).
+No sleeps: the probe reads a clock the tests move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from groupcoord.actors.service.overload import LAG_WINDOW_S, QUEUE_PROBE_TIMEOUT_S, LagProbe, queue_probe_turn
+from groupcoord.protocol import ManualClock
+from groupcoord.protocol.shard.clock import CoordinatorClock
+
+
+class _Seconds:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _probe() -> tuple[LagProbe, _Seconds, CoordinatorClock, ManualClock]:
+    base = ManualClock(1_000_000)
+    clock = CoordinatorClock(base)
+    now = _Seconds()
+    return LagProbe(clock, monotonic=now), now, clock, base
+
+
+def test_a_queue_probe_call_still_queued_is_lag_already_and_its_wait_is_held_for_the_window():
+    probe, now, clock, _base = _probe()
+    token = probe.queue_call_sent()
+    now.t += 3.0  # the call waits in Ray's queue; the event loop itself is idle
+    assert probe.behind_ms() >= 3000
+    assert probe.throttle_time_ms() >= 3000
+    assert probe.refresh() >= 3000 and clock.behind_ms >= 3000
+    probe.queue_call_arrived(token)
+    assert probe.queue_ms == 3000 and probe.lag_ms == 3000
+    now.t += LAG_WINDOW_S / 2
+    assert probe.behind_ms() == 3000  # the worst wait of the window, after the queue drained
+    now.t += LAG_WINDOW_S
+    probe.queue_call_arrived(probe.queue_call_sent())  # a quick call: the spike has left the window
+    assert probe.lag_ms == 0 and probe.behind_ms() == 0
+
+
+def test_only_the_probes_own_call_counts():
+    probe, now, _clock, _base = _probe()
+    token = probe.queue_call_sent()
+    now.t += 2.0
+    probe.queue_call_arrived("not-" + token)  # anyone else's call (a client naming a token) is ignored
+    assert probe.queue_ms == 0 and probe.behind_ms() >= 2000
+    probe.queue_call_abandoned()
+    assert probe.behind_ms() == 0
+    now.t += QUEUE_PROBE_TIMEOUT_S * 3
+    token = probe.queue_call_sent()
+    now.t += QUEUE_PROBE_TIMEOUT_S * 3  # a lost call stops counting past the timeout: due time is not frozen forever
+    assert probe.behind_ms() == int(QUEUE_PROBE_TIMEOUT_S * 1000)
+
+
+def test_a_batch_being_served_holds_due_time_at_its_arrival():
+    probe, now, clock, base = _probe()
+    probe.queue_ms = 500  # requests waited half a second in Ray's queue before the batch ran
+    first = probe.batch_arrived()
+    now.t += 1.0
+    second = probe.batch_arrived()
+    now.t += 2.0  # the batches yield to each other: the first one's last requests run 3 s after it began
+    assert probe.behind_ms() >= 3500
+    assert probe.throttle_time_ms() == 0  # the probes saw no wait: a long batch alone asks no client to back off
+    probe.batch_served(first)
+    assert probe.lag_ms == 3500  # noted: due time stays behind for the window
+    base.advance(3500)
+    probe.refresh()
+    assert clock.due_ms() == 1_000_000  # nothing queued may have arrived later than the first batch
+    probe.batch_served(second)
+    assert probe.lag_ms == 3500
+
+
+def test_the_queue_probe_turn_sends_a_counted_call_and_forgets_it_once_done():
+    probe, now, _clock, _base = _probe()
+    sent: list[str] = []
+
+    async def call(token: str) -> None:
+        sent.append(token)
+        now.t += 0.25  # the call's wait in Ray's queue
+        probe.queue_call_arrived(token)
+
+    async def turns() -> None:
+        await queue_probe_turn(probe, call, counted=False)  # the first call through a new handle is not counted
+        assert probe.queue_ms == 0
+        await queue_probe_turn(probe, call)
+
+    asyncio.run(turns())
+    assert len(sent) == 2 and probe.queue_ms == 250 and probe.behind_ms() == 250
