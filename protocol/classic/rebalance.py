@@ -89,14 +89,14 @@ class GroupRebalancer(GroupStore):
         else:
             self.rt.timers.schedule(
                 _join_key(group_id),
-                self.rt.monotonic() + group.rebalance_timeout_ms(),
+                self.rt.deadline_in(group.rebalance_timeout_ms()),
                 lambda: self._complete_join_by_id(group_id),
             )
 
     def _schedule_initial_join(self, group_id: str, delay: int, remaining: int) -> None:
         self.rt.timers.schedule(
             _join_key(group_id),
-            self.rt.monotonic() + delay,
+            self.rt.deadline_in(delay),
             lambda: self._initial_join_expired(group_id, delay, remaining),
         )
 
@@ -132,7 +132,7 @@ class GroupRebalancer(GroupStore):
                         extra={"group": group_id})
             self.rt.timers.schedule(
                 _join_key(group_id),
-                self.rt.monotonic() + group.rebalance_timeout_ms(),
+                self.rt.deadline_in(group.rebalance_timeout_ms()),
                 lambda: self._complete_join_by_id(group_id),
             )
             return
@@ -160,7 +160,7 @@ class GroupRebalancer(GroupStore):
         generation = group.generation_id
         self.rt.timers.schedule(
             _sync_key(group_id),
-            self.rt.monotonic() + group.rebalance_timeout_ms(),
+            self.rt.deadline_in(group.rebalance_timeout_ms()),
             lambda: self._expire_pending_sync(group_id, generation),
         )
 
@@ -223,7 +223,7 @@ class GroupRebalancer(GroupStore):
         """(Re)arm the session timer of a member, or of a pending member id, to expire in `timeout_ms`."""
         self.rt.timers.schedule(
             _heartbeat_key(group_id, member_id),
-            self.rt.monotonic() + timeout_ms,
+            self.rt.deadline_in(timeout_ms),
             lambda: self._expire_heartbeat(group_id, member_id),
         )
 

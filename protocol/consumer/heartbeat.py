@@ -347,7 +347,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         self.rt.timers.schedule(
             ("consumer-session", group_id, member_id),
-            self.rt.monotonic() + self.config.consumer_session_timeout_ms,
+            self.rt.deadline_in(self.config.consumer_session_timeout_ms),
             lambda: self._fence(group_id, member_id, "its session expired"),
         )
 
@@ -355,7 +355,7 @@ class ConsumerHeartbeatHandler(ConsumerGroupStore):
         member_id, epoch, timeout = member.member_id, member.member_epoch, member.rebalance_timeout_ms
         self.rt.timers.schedule(
             ("consumer-rebalance", group_id, member_id),
-            self.rt.monotonic() + max(timeout, 0),
+            self.rt.deadline_in(timeout),
             lambda: self._fence(group_id, member_id, f"it did not revoke within {timeout} ms", epoch),
         )
 

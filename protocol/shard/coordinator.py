@@ -216,7 +216,7 @@ class GroupCoordinator:
             log.error("timer %s of group %s: its records were refused (%s); retrying", key, group_id, e)
             if snapshot is not None:
                 snapshot.restore()
-            self.runtime.timers.schedule(key, self.runtime.monotonic() + TIMER_RETRY_MS, callback)
+            self.runtime.timers.schedule(key, self.runtime.deadline_in(TIMER_RETRY_MS), callback)
         except Exception:
             self.runtime.stats.timer_failures += 1
             log.exception("timer %s of group %s failed; the other timers go on", key, group_id)
@@ -236,7 +236,7 @@ class GroupCoordinator:
 
     def schedule_retention_check(self, delay_ms: int) -> None:
         """Run the offset-retention check `delay_ms` from now, instead of when its interval ends."""
-        self.runtime.timers.schedule(_RETENTION_KEY, self.runtime.monotonic() + delay_ms, self._run_retention_check)
+        self.runtime.timers.schedule(_RETENTION_KEY, self.runtime.deadline_in(delay_ms), self._run_retention_check)
 
     def _schedule_retention_check(self) -> None:
         self.schedule_retention_check(self.config.offsets_retention_check_interval_ms)

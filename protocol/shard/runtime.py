@@ -42,6 +42,11 @@ class ShardRuntime:
         """The wall-clock time in milliseconds: for what is recorded (commit and state timestamps)."""
         return self.clock.now_ms()
 
+    def deadline_in(self, delay_ms: int) -> int:
+        """The deadline of a timer armed to run `delay_ms` from now. One armed for no delay is due at once on
+        coordinator time too, so it runs before requests that come after it, as Kafka's zero-delay timers do."""
+        return self.due() if delay_ms <= 0 else self.monotonic() + delay_ms
+
     def append(self, records: Sequence[Record]) -> int:
         """Stage `records` in the log, then replay them into memory; returns the log end offset.
 

@@ -12,7 +12,9 @@ from groupcoord.protocol import (
     GroupCoordinator,
     HeartbeatRequest,
     JoinGroupRequest,
+    LeaveGroupRequest,
     ManualClock,
+    MemberIdentity,
     MemoryLog,
     SyncGroupRequest,
 )
@@ -119,3 +121,21 @@ def test_a_coordinator_without_lag_expires_on_time():
     base.advance(1)
     coord.tick()
     assert coord.groups.get_group("g") is None or member_id not in coord.groups.get_group("g").members
+
+
+def test_a_timer_armed_for_no_delay_runs_before_later_requests_while_the_coordinator_lags():
+    coord, base, clock = _shard()
+    [(member_id, generation)] = _stable_group(coord, base, 1)
+    # A member id handed out and not yet used: the group cannot end a join phase early while it is pending.
+    pending = coord.join_group(JoinGroupRequest("g", SESSION_MS, 60_000, protocols=[("range", b"")],
+                                                require_known_member_id=True)).result()
+    assert pending.error == Errors.MEMBER_ID_REQUIRED
+    clock.behind_ms = 200  # the coordinator runs behind: due time stands still while 100 ms pass
+    base.advance(100)
+    leave = coord.leave_group(LeaveGroupRequest("g", [MemberIdentity(member_id)])).result()
+    assert leave.error == Errors.NONE
+    # With no member left the rebalance timeout is 0, so the join phase ends at once (Kafka arms a 0 ms timer):
+    # the group is Empty at the next generation before anyone joins again, lag or not.
+    coord.tick()
+    group = coord.groups.get_group("g")
+    assert (group.state.name, group.generation_id) == ("EMPTY", generation + 1)
