@@ -426,6 +426,20 @@ class Schedule:
             self.checker.fail(w.now, f"liveness: no leader answered the final reads of {missing}")
 
 
+@contextlib.contextmanager
+def open_schedule(seed: int, base: Path, verbose: bool = False) -> Iterator[Schedule]:
+    """Schedule `seed`'s world, service and clients in `base`, to run by `Schedule.run` or by a test's own script."""
+    worlds: list[World] = []
+    with warnings.catch_warnings(), simulated_process(lambda: worlds[0].now), simulated_running_loops():
+        warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
+        schedule = Schedule(seed, base, verbose, worlds)
+        try:
+            yield schedule
+        finally:
+            for node in {id(n.files): n.files for n in schedule.world.nodes.values()}.values():
+                node.close_all()
+
+
 def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_PHASE_S) -> Result:
     """Run schedule `seed` in a fresh directory (removed after) and return what it found."""
     shm = Path("/dev/shm")
@@ -435,15 +449,8 @@ def run_schedule(seed: int, verbose: bool = False, fault_phase_s: float = FAULT_
     if not verbose:
         logging.disable(logging.CRITICAL)
     try:
-        worlds: list[World] = []
-        with warnings.catch_warnings(), simulated_process(lambda: worlds[0].now), simulated_running_loops():
-            warnings.simplefilter("ignore", RuntimeWarning)  # coroutines of a crashed process never awaited
-            schedule = Schedule(seed, base, verbose, worlds)
-            try:
-                result = schedule.run(fault_phase_s)
-            finally:
-                for node in {id(n.files): n.files for n in schedule.world.nodes.values()}.values():
-                    node.close_all()
+        with open_schedule(seed, base, verbose) as schedule:
+            result = schedule.run(fault_phase_s)
     finally:
         logging.disable(previous)
         shutil.rmtree(base, ignore_errors=True)

@@ -277,6 +277,7 @@ class World:
         self._seq = 0
         self.current: Process | None = None
         self.partitions: set[frozenset[str]] = set()
+        self.slow: dict[frozenset[str], float] = {}  # links with an extra delay each way (a busy machine), seconds
         self.channels: dict[tuple[str, str], list] = {}
         self.replica_factory: Callable[[str, str, tuple, SimTransport], Any] | None = None
         self.on_reply: Callable[[SimRef, Process], None] = lambda ref, proc: None
@@ -472,7 +473,10 @@ class World:
         channel = self.channels.get(key)
         if channel is None:
             channel = self.channels[key] = []
-        channel.append((self.now + self.net_delay(), deliver))
+        delay = self.net_delay()
+        if self.slow:
+            delay += self.slow.get(frozenset(key), 0.0)
+        channel.append((self.now + delay, deliver))
         if len(channel) == 1:
             self.at(channel[0][0] - self.now, lambda: self._pump(key))
 

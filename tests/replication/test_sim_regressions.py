@@ -16,14 +16,14 @@ CAUGHT = {
     "follower-unsynced-end": 2,
     "compaction-past-hw": 47,
     "truncation-skipped": 27,
-    "acks-one": 3,
+    "acks-one": 15,
     "promise-before-fsync": 4,
     "least-up-to-date-leader": 2,
     "failed-log-acknowledges": 11,
     "wiped-replica-votes": 445,
-    "truncation-one-round": 1114,
+    "truncation-one-round": 599,
     "no-lease": 4668,
-    "stale-epoch-accepted": 3485,
+    "stale-epoch-accepted": 2077,
     "own-epoch-marker-rule-removed": 2664,
 }
 

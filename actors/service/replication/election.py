@@ -176,6 +176,10 @@ class ReplicationManager:
         async with rs.lock:
             if rs.leader is not None and rs.epoch >= known_epoch and await self._leads(rs):
                 return rs.epoch
+            if rs.leader is not None and not await self._leader_lost(rs):
+                log.info("partition %d: leader %s kept: a majority of its replicas still hears it",
+                         partition, rs.leader.replica_id)
+                return rs.epoch
             epoch = rs.epoch + 1
             for _ in range(MAX_ROUNDS):
                 started = self.transport.monotonic()
@@ -204,11 +208,39 @@ class ReplicationManager:
         # A leader whose lease lapsed (its followers do not answer it) is replaced even if the router reaches it.
         return bool(role["leading"]) and role["leader_epoch"] == rs.epoch and bool(role.get("lease", True))
 
+    async def _leader_lost(self, rs: PartitionReplicaSet) -> bool:
+        """KIP-996's pre-vote: whether a majority of the replicas has heard from no leader for a leader timeout.
+
+        An election deposes the leader (it promises the new epoch, or a follower that did refuses it), so it
+        starts only then: a router ping that timed out on a busy machine, or one follower that stopped hearing
+        the leader, is no proof that the leader is gone.
+        """
+        pending = {asyncio.ensure_future(self._ask(r, "prevote")): r for r in rs.replicas}
+        lost = kept = 0
+        deadline = self.transport.monotonic() + PROMISE_TIMEOUT_S
+        try:
+            while pending and (timeout := deadline - self.transport.monotonic()) > 0:
+                done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                for fut in [f for f in pending if f in done]:  # in the replicas' order: a replayable election
+                    del pending[fut]
+                    if fut.result() is True:
+                        lost += 1
+                    else:
+                        kept += 1  # it still hears a leader, or did not answer: no vote to depose
+                if lost >= rs.majority:
+                    return True
+                if kept > len(rs.replicas) - rs.majority:
+                    return False
+            return False
+        finally:
+            for fut in pending:
+                fut.cancel()
+
     async def _promises(
         self, rs: PartitionReplicaSet, epoch: int
     ) -> tuple[list[tuple[Replica, PromiseAnswer]], int]:
         """Ask every replica to promise `epoch`: the (replica, answer) of those that did, and the highest refusal."""
-        pending = {asyncio.ensure_future(self._ask(r, epoch)): r for r in rs.replicas}
+        pending = {asyncio.ensure_future(self._ask(r, "promise", epoch)): r for r in rs.replicas}
         promised: list[tuple[Replica, PromiseAnswer]] = []
         highest = epoch
         deadline = self.transport.monotonic() + PROMISE_TIMEOUT_S
@@ -234,13 +266,14 @@ class ReplicationManager:
             fut.cancel()
         return promised, highest
 
-    async def _ask(self, replica: Replica, epoch: int) -> PromiseAnswer | None:
+    async def _ask(self, replica: Replica, method: str, *args: Any) -> Any:
+        """A replica's answer to `method`, or None when it has no actor or the call failed."""
         if replica.handle is None:
             return None
         try:
-            return await self.transport.call(replica.handle, "promise", epoch)
+            return await self.transport.call(replica.handle, method, *args)
         except Exception as e:
-            log.debug("replica %s did not promise epoch %d: %r", replica.replica_id, epoch, e)
+            log.debug("replica %s did not answer %s%r: %r", replica.replica_id, method, args, e)
             return None
 
     async def _lead(self, replica: Replica, epoch: int, followers: list[tuple[str, Any]]) -> bool:

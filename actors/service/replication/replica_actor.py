@@ -285,6 +285,21 @@ class ReplicaActor(PartitionActor):
             leading = self.runtime is not None
             return PromiseAnswer(True, epoch, self.replica_id, self.state.last_epoch(end), end, leading)
 
+    async def prevote(self) -> bool:
+        """KIP-996's pre-vote, asked before an election that would depose the leader: True once this replica has
+        heard from no leader for LEADER_TIMEOUT_S, False as soon as it hears from one (or, leading, while its lease
+        holds). Nothing is promised or saved: a healthy leader that a slow follower or router missed stays."""
+        if self.runtime is not None:
+            return self.rlog.fenced_by is not None or not self.rlog.lease_holds()
+        heard = self._granted_at
+        deadline = heard + LEADER_TIMEOUT_S
+        while self._granted_at == heard:
+            now = self.transport.monotonic()
+            if now >= deadline:
+                return True
+            await asyncio.sleep(min(max(deadline - now, 0.001), LEADER_TIMEOUT_S / 10))
+        return False
+
     async def lead(self, epoch: int, followers: list[tuple[str, Any]]) -> bool:
         """Become the leader of `epoch` (which this replica promised last) with these followers."""
         async with self._io:
