@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ray
 from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ray_helpers import form_group, heartbeat, wait_for
 
 from groupcoord.actors import start, stop
@@ -14,6 +15,11 @@ from groupcoord.protocol.messages import DescribeGroupsRequest, OffsetCommitRequ
 NAMESPACE = "gc-test-multinode"
 
 
+@ray.remote(num_cpus=0)
+def _node_id() -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
 def test_partition_moves_to_surviving_node_with_its_state(tmp_path):
     if ray.is_initialized():
         ray.shutdown()  # this test needs a cluster of its own
@@ -22,6 +28,11 @@ def test_partition_moves_to_surviving_node_with_its_state(tmp_path):
     cluster.wait_for_nodes()  # until the worker has registered, SPREAD can only place on the head
     try:
         ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
+        # The head's raylet learns of the worker's resources later than the GCS does; until then SPREAD places
+        # every actor on the head (it did once, on a loaded machine). A task pinned to the worker runs only once
+        # the head's raylet knows it.
+        pinned = NodeAffinitySchedulingStrategy(worker.node_id, soft=False)
+        assert ray.get(_node_id.options(scheduling_strategy=pinned).remote(), timeout=120) == worker.node_id
         svc = start(
             num_partitions=4,
             storage_path=str(tmp_path),  # the same directory from both nodes: a stand-in for a shared FS
