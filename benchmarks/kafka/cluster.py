@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks.kafka.broker import KafkaBroker, free_port, new_cluster_id
-from benchmarks.kafka.wire import KafkaConnection, WireError
+from benchmarks.kafka.wire import KafkaConnection, WireError, nested_class, request_class
 
 logger = logging.getLogger(__name__)
 
@@ -118,11 +118,8 @@ class KafkaCluster:
 
     def offsets_partitions(self) -> list:
         """Metadata's partitions of the offsets topic, asked of the first node that answers."""
-        from benchmarks.kafka.load import _nested
-        from benchmarks.kafka.wire import request_class
-
         cls = request_class("metadata", 12)
-        topic = _nested(cls, "MetadataRequestTopic")
+        topic = nested_class(cls, "MetadataRequestTopic")
         request = cls(topics=(topic(topic_id=None, name=OFFSETS_TOPIC),), allow_auto_topic_creation=False,
                       include_topic_authorized_operations=False)
         for node in self.nodes.values():

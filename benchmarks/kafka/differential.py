@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 from benchmarks.kafka.requests import BOGUS_MEMBER, SlotState, absorb, build
 from benchmarks.kafka.sequences import ADMIN, MISSING_TOPIC, TOPICS, Step
-from benchmarks.kafka.wire import KafkaConnection, WireError, request_class
+from benchmarks.kafka.wire import KafkaConnection, WireError, nested_class, request_class
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def prepare_target(name: str, bootstrap: str, create_topics: bool = True) -> Tar
     with KafkaConnection(bootstrap) as conn:
         if create_topics:
             cls = request_class("create_topics", 7)
-            topic = _nested(cls, "CreatableTopic")
+            topic = nested_class(cls, "CreatableTopic")
             answer = conn.request(cls(topics=tuple(topic(name=t, num_partitions=n, replication_factor=1, assignments=(),
                                                          configs=()) for t, n in TOPICS.items()),
                                       timeout=datetime.timedelta(seconds=30), validate_only=False))
@@ -83,7 +83,7 @@ def prepare_target(name: str, bootstrap: str, create_topics: bool = True) -> Tar
                 if int(result.error_code) not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
                     raise RuntimeError(f"{name}: cannot create topic {result.name}: {result.error_code}")
         meta_cls = request_class("metadata", 12)
-        mtopic = _nested(meta_cls, "MetadataRequestTopic")
+        mtopic = nested_class(meta_cls, "MetadataRequestTopic")
         for _ in range(100):
             meta = conn.request(meta_cls(topics=tuple(mtopic(topic_id=None, name=t) for t in TOPICS),
                                          allow_auto_topic_creation=False, include_topic_authorized_operations=False))
@@ -94,12 +94,6 @@ def prepare_target(name: str, bootstrap: str, create_topics: bool = True) -> Tar
                 return target
             time.sleep(0.1)
     raise RuntimeError(f"{name}: topics {sorted(TOPICS)} not visible in Metadata")
-
-
-def _nested(cls: type, name: str) -> type:
-    import sys
-
-    return getattr(sys.modules[cls.__module__], name)
 
 
 @dataclass

@@ -15,22 +15,23 @@ from datetime import timedelta
 from typing import Any
 
 from benchmarks.kafka.requests import assignment_bytes, subscription_bytes
-from benchmarks.kafka.wire import KafkaConnection, WireError, encode_request, request_class, response_type_of
+from benchmarks.kafka.wire import (
+    KafkaConnection,
+    WireError,
+    encode_request,
+    nested_class,
+    request_class,
+    response_type_of,
+)
 
 SESSION = timedelta(seconds=30)
 REBALANCE = timedelta(seconds=120)
 
 
-def _nested(cls: type, name: str) -> type:
-    import sys
-
-    return getattr(sys.modules[cls.__module__], name)
-
-
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     """Create a topic (already there is fine) and wait until Metadata shows all its partitions."""
     cls = request_class("create_topics", 7)
-    topic = _nested(cls, "CreatableTopic")
+    topic = nested_class(cls, "CreatableTopic")
     with KafkaConnection(bootstrap, timeout=120) as conn:
         answer = conn.request(cls(topics=(topic(name=name, num_partitions=partitions, replication_factor=1,
                                                 assignments=(), configs=()),),
@@ -39,7 +40,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         if code not in (0, 36):
             raise WireError(f"CreateTopics {name}: {answer.topics[0].error_code}")
         meta_cls = request_class("metadata", 12)
-        mtopic = _nested(meta_cls, "MetadataRequestTopic")
+        mtopic = nested_class(meta_cls, "MetadataRequestTopic")
         for _ in range(600):
             meta = conn.request(meta_cls(topics=(mtopic(topic_id=None, name=name),), allow_auto_topic_creation=False,
                                          include_topic_authorized_operations=False))
@@ -53,7 +54,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 def topic_id(bootstrap: str, name: str) -> uuid.UUID:
     """The topic's id as the target's Metadata gives it."""
     meta_cls = request_class("metadata", 12)
-    mtopic = _nested(meta_cls, "MetadataRequestTopic")
+    mtopic = nested_class(meta_cls, "MetadataRequestTopic")
     with KafkaConnection(bootstrap) as conn:
         meta = conn.request(meta_cls(topics=(mtopic(topic_id=None, name=name),), allow_auto_topic_creation=False,
                                      include_topic_authorized_operations=False))
@@ -63,7 +64,7 @@ def topic_id(bootstrap: str, name: str) -> uuid.UUID:
 def commit_request(group: str, topic: str, partitions: range, offset: int, version: int = 9) -> Any:
     """A simple commit (generation -1, no member) of `partitions` of `topic` at `offset`."""
     cls = request_class("offset_commit", version)
-    part, top = _nested(cls, "OffsetCommitRequestPartition"), _nested(cls, "OffsetCommitRequestTopic")
+    part, top = nested_class(cls, "OffsetCommitRequestPartition"), nested_class(cls, "OffsetCommitRequestTopic")
     return cls(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
                topics=(top(name=topic, partitions=tuple(part(partition_index=p, committed_offset=offset,
                                                              committed_leader_epoch=-1, committed_metadata="")
@@ -133,9 +134,9 @@ def _join_classic(conns: list[KafkaConnection], group: str, topic: str,
     import select
 
     join = request_class("join_group", 9)
-    proto = _nested(join, "JoinGroupRequestProtocol")
+    proto = nested_class(join, "JoinGroupRequestProtocol")
     sync = request_class("sync_group", 5)
-    item = _nested(sync, "SyncGroupRequestAssignment")
+    item = nested_class(sync, "SyncGroupRequestAssignment")
     hb = request_class("heartbeat", 4)
     meta = subscription_bytes((topic,))
     n = len(conns)
@@ -217,7 +218,7 @@ def consumer_rebalance_seconds(bootstrap: str, topic: str, members: int = 1000, 
     than the session timeout on a loaded machine) joins again with epoch 0, as Kafka's consumer does; the
     result counts them (`fenced`)."""
     cls = request_class("consumer_group_heartbeat", 1)
-    tp = _nested(cls, "TopicPartitions")
+    tp = nested_class(cls, "TopicPartitions")
     group = f"bench-cg-{uuid.uuid4().hex[:8]}"
     ids = [str(uuid.uuid4()) for _ in range(members)]
     epochs = [0] * members
@@ -343,7 +344,7 @@ def bulk_commit(bootstrap: str, topic: str, groups: int, partitions: int, per_re
 def fetch_answered(bootstrap: str, groups: list[str], topic: str, timeout: float = 600.0) -> float:
     """Seconds until an OffsetFetch of each group answers without COORDINATOR_LOAD_IN_PROGRESS."""
     cls = request_class("offset_fetch", 8)
-    gcls, tcls = _nested(cls, "OffsetFetchRequestGroup"), _nested(cls, "OffsetFetchRequestTopics")
+    gcls, tcls = nested_class(cls, "OffsetFetchRequestGroup"), nested_class(cls, "OffsetFetchRequestTopics")
     started = time.perf_counter()
     with KafkaConnection(bootstrap, timeout=60) as conn:
         for g in groups:

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from benchmarks.kafka.sequences import ADMIN, TOPICS, Step
-from benchmarks.kafka.wire import request_class
+from benchmarks.kafka.wire import nested_class, request_class
 
 BOGUS_MEMBER = "bogus-member-id"
 SESSION_MS = {"ok": timedelta(milliseconds=10_000), "bad": timedelta(milliseconds=30)}  # 30 ms: below the minimum
@@ -71,12 +71,6 @@ def _group(step: Step, groups: tuple[str, str], key: str = "group") -> str:
     return {"own": groups[0], "other": groups[1], "empty": "", "bad": ""}[choice]
 
 
-def _nested(cls: type, name: str) -> type:
-    import sys
-
-    return getattr(sys.modules[cls.__module__], name)
-
-
 def build(step: Step, state: SlotState | None, groups: tuple[str, str], topic_ids: dict[str, uuid.UUID],
           run_tag: str, member_labels: dict[str, int]) -> Any:
     """The kio request of `step` for one target (`member_labels`: member id -> slot, for assignments)."""
@@ -84,7 +78,7 @@ def build(step: Step, state: SlotState | None, groups: tuple[str, str], topic_id
     g = groups[0]
     if a == "join":
         cls = request_class("join_group", v)
-        proto = _nested(cls, "JoinGroupRequestProtocol")
+        proto = nested_class(cls, "JoinGroupRequestProtocol")
         ptype = "connect" if step.opt("ptype") == "bad" else "consumer"
         kwargs: dict[str, Any] = dict(
             group_id=_group(step, groups), session_timeout=SESSION_MS[step.opt("session", "ok")],
@@ -102,7 +96,7 @@ def build(step: Step, state: SlotState | None, groups: tuple[str, str], topic_id
         cls = request_class("sync_group", v)
         assignments = ()
         if state.leader:
-            item = _nested(cls, "SyncGroupRequestAssignment")
+            item = nested_class(cls, "SyncGroupRequestAssignment")
             members = sorted(state.join_members, key=lambda m: (member_labels.get(m, 99), m))
             split: dict[str, dict[str, list[int]]] = {m: {} for m in members}
             for topic, n in TOPICS.items():
@@ -116,7 +110,7 @@ def build(step: Step, state: SlotState | None, groups: tuple[str, str], topic_id
         return cls(**kwargs)
     if a == "leave":
         cls = request_class("leave_group", v)
-        ident = _nested(cls, "MemberIdentity")
+        ident = nested_class(cls, "MemberIdentity")
         member = BOGUS_MEMBER if step.opt("member") == "bad" else state.member_id
         return cls(group_id=g, members=(ident(member_id=member, group_instance_id=None),))
     if a == "commit":
@@ -125,7 +119,7 @@ def build(step: Step, state: SlotState | None, groups: tuple[str, str], topic_id
         return _fetch(step, state, groups)
     if a == "offset_delete":
         cls = request_class("offset_delete", v)
-        part, topic = _nested(cls, "OffsetDeleteRequestPartition"), _nested(cls, "OffsetDeleteRequestTopic")
+        part, topic = nested_class(cls, "OffsetDeleteRequestPartition"), nested_class(cls, "OffsetDeleteRequestTopic")
         parts = tuple(part(partition_index=p) for p in step.opt("partitions"))
         return cls(group_id=g, topics=(topic(name=step.opt("topic"), partitions=parts),))
     if a == "describe":
@@ -152,7 +146,7 @@ def build(step: Step, state: SlotState | None, groups: tuple[str, str], topic_id
 def _commit(step: Step, state: SlotState, g: str) -> Any:
     v = step.opt("v")
     cls = request_class("offset_commit", v)
-    part, topic = _nested(cls, "OffsetCommitRequestPartition"), _nested(cls, "OffsetCommitRequestTopic")
+    part, topic = nested_class(cls, "OffsetCommitRequestPartition"), nested_class(cls, "OffsetCommitRequestTopic")
     consumer = state.epoch > 0
     gen = state.epoch if consumer else state.generation
     member = state.consumer_member_id if consumer else state.member_id
@@ -174,12 +168,12 @@ def _fetch(step: Step, state: SlotState | None, groups: tuple[str, str]) -> Any:
     group = _group(step, groups)
     topics_opt = step.opt("topics")
     if v < 8:
-        tcls = _nested(cls, "OffsetFetchRequestTopic")
+        tcls = nested_class(cls, "OffsetFetchRequestTopic")
         topics = None if topics_opt == "all" else tuple(
             tcls(name=t, partition_indexes=tuple(range(TOPICS[t]))) for t in
             (("conf-a",) if topics_opt == "conf-a" else tuple(TOPICS)))
         return cls(group_id=group, topics=topics, require_stable=False)
-    gcls, tcls = _nested(cls, "OffsetFetchRequestGroup"), _nested(cls, "OffsetFetchRequestTopics")
+    gcls, tcls = nested_class(cls, "OffsetFetchRequestGroup"), nested_class(cls, "OffsetFetchRequestTopics")
     topics = None if topics_opt == "all" else tuple(
         tcls(name=t, partition_indexes=tuple(range(TOPICS[t]))) for t in
         (("conf-a",) if topics_opt == "conf-a" else tuple(TOPICS)))
@@ -192,7 +186,7 @@ def _fetch(step: Step, state: SlotState | None, groups: tuple[str, str]) -> Any:
 def _consumer_heartbeat(step: Step, state: SlotState, g: str, topic_ids: dict[str, uuid.UUID], run_tag: str) -> Any:
     v = step.opt("v")
     cls = request_class("consumer_group_heartbeat", v)
-    tp = _nested(cls, "TopicPartitions")
+    tp = nested_class(cls, "TopicPartitions")
     member = BOGUS_MEMBER if step.opt("member") == "bad" else state.consumer_member_id
     if step.action == "cg_join":
         topics = step.opt("topics")

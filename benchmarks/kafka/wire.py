@@ -13,6 +13,7 @@ import logging
 import select
 import socket
 import struct
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ class WireError(RuntimeError):
 def request_class(api: str, version: int) -> type:
     """The kio request dataclass of `api` (Kafka's name in snake_case, e.g. "join_group") at `version`."""
     return load_entity_schema(api, version, EntityType.request)
+
+
+def nested_class(cls: type, name: str) -> type:
+    """A structure kio defines beside the message `cls` (e.g. a request's "MetadataRequestTopic")."""
+    return getattr(sys.modules[cls.__module__], name)
 
 
 def response_class(api: str, version: int) -> type:

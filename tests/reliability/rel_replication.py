@@ -124,7 +124,7 @@ class NodeChaos(Chaos):
             node_id = self.rng.choice(self._worker_leaders())
         hit, before, started = self._remove(node_id)
         if hit:
-            self._count_failover(node_id, hit, before, started, self.failover_s)
+            self._count_failover(node_id, hit, before, started)
         return node_id
 
     def _remove(self, node_id: str) -> tuple[list[int], list[int], float]:
@@ -142,7 +142,7 @@ class NodeChaos(Chaos):
         return hit, before, started
 
     def _count_failover(self, node_id: str, hit: list[int], before: list[int], started: float,
-                        times: list[float]) -> None:
+                        overlapped: bool = False) -> None:
         """Wait until every partition the lost node led has a new leader elsewhere; record it as a node loss."""
         self._wait_new_leaders(before, hit, lost=node_id)
         elapsed = time.monotonic() - started
@@ -151,9 +151,9 @@ class NodeChaos(Chaos):
             "lost_node": node_id, "partitions": hit, "seconds": elapsed,
             "epochs": [(before[p], after[p].leader_epoch) for p in hit],
             "new_leaders": [after[p].leader for p in hit],
-            "overlapped": times is not self.failover_s,
+            "overlapped": overlapped,
         })
-        times.append(elapsed)
+        (self.overlapped_s if overlapped else self.failover_s).append(elapsed)
         self.node_losses += 1
         self.check_after_restart(hit)
 
@@ -217,7 +217,7 @@ class NodeChaos(Chaos):
             node_id = successor if lose_successor else self.rng.choice(leaders or others)
             hit, before, started = self._remove(node_id)
         if hit:
-            self._count_failover(node_id, hit, before, started, self.overlapped_s)
+            self._count_failover(node_id, hit, before, started, overlapped=True)
         self.overlaps += 1
         return node_id
 
