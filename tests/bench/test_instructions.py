@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks import instruction_workloads, instructions  # noqa: E402
 
-pytestmark = pytest.mark.timeout(900)  # ~50 s of CPU; a loaded machine stretches the wall time
+pytestmark = pytest.mark.timeout(900)  # ~70 s of CPU in two processes; a loaded machine stretches the wall time
 
 
 def test_hot_paths_stay_within_their_instruction_baseline():
