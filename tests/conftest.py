@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import session_resources
 
 # Quiet, small Ray on a 2-core machine; no dashboard, no usage stats.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -37,3 +38,12 @@ def _shutdown_ray_at_end():
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def pytest_collection_modifyitems(items) -> None:
+    session_resources.note_users(items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    session_resources.release_unused(item)
