@@ -30,9 +30,7 @@ import time
 from collections import deque
 from typing import Any
 
-from groupcoord.protocol import Errors
 from groupcoord.protocol.config import GroupConfig
-from groupcoord.protocol.responses import error_response
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.epoch_checkpoint import CHECKPOINT_FILE, EpochState, LeaderEpochCheckpoint
@@ -40,9 +38,10 @@ from groupcoord.storage.errors import StorageError
 from groupcoord.storage.fileops import FileOps, makedirs_durably
 from groupcoord.storage.truncation import TruncationError, truncate_partition_dir
 
-from ..partition_actor import PartitionActor
+from ..partition_actor import serving_status
 from ..partition_runtime import PartitionRuntime
 from ..process_exit import EXIT_DEPOSED, EXIT_FAILURE
+from ..request_path import GroupApi, RequestPath, RouterLink
 from ..spec import ServiceSpec
 from ..supervisor import LoopSupervisor
 from ..telemetry import PartitionTelemetry, ReplicationFacts
@@ -94,7 +93,7 @@ class LeaderRuntime(PartitionRuntime):
         return rlog, coord, 0
 
 
-class ReplicaActor(PartitionActor):
+class ReplicaActor(GroupApi):
     """A replica of one offsets partition; it serves requests only while it leads (else NOT_COORDINATOR)."""
 
     def __init__(
@@ -134,13 +133,8 @@ class ReplicaActor(PartitionActor):
         self._io = asyncio.Lock()
         self.loop = asyncio.get_running_loop()
         self._min_insync = min_insync
-        # PartitionActor's request path records every answer and keeps the topics for consumer groups;
-        # a follower has no runtime yet, so its telemetry gets the leader's runtime when it leads.
-        self._namespace = spec.namespace
-        self._topics: dict[str, int] = {}
-        self._topics_for: Any = None
-        self._topics_asked = 0.0
-        end_offsets = self._topic_end_offsets if spec.namespace is not None else None
+        # A follower has no runtime yet: its telemetry gets the leader's runtime when it leads.
+        end_offsets = RouterLink(spec.namespace).topic_metadata if spec.namespace is not None else None
         self.telemetry = PartitionTelemetry(partition, None, self.spec.observability, end_offsets)
         self._open(reset_standby=True)
         if not self.lost and not self.checkpoint.path.exists():
@@ -158,7 +152,11 @@ class ReplicaActor(PartitionActor):
         self.supervisor = LoopSupervisor(partition, self._watch_failed)
         self.supervisor.start("leader watch", self._watch_turn, LEADER_TIMEOUT_S / 10)
         self.supervisor.start("follower compaction", self._compaction_turn, compaction_interval_s)
-        self._guard_requests(spec.security, self.supervisor)
+        # The partition actor's request path; it serves only while this replica leads, and keeps the topics
+        # (asked from the router once per leadership) for the consumer groups.
+        self.requests = RequestPath(partition, spec.num_partitions, lambda: self.runtime, self.telemetry,
+                                    spec.security, self.supervisor, spec.namespace, self._describe_topics,
+                                    serves=self._serves, topic_refresh_s=None)
 
     # --- the local log and the standby shard ---------------------------------------------------------
 
@@ -230,33 +228,15 @@ class ReplicaActor(PartitionActor):
 
     # --- the request path: only a leader serves ----------------------------------------------------
 
-    def _start(self, api: str, req: Any) -> Any:
-        if self.runtime is None or self.rlog.fenced_by is not None or not self.rlog.lease_holds():
-            return error_response(api, req, Errors.NOT_COORDINATOR)
-        return super()._start(api, req)
+    def _serves(self) -> bool:
+        return self.runtime is not None and self.rlog.fenced_by is None and self.rlog.lease_holds()
 
     async def is_loaded(self) -> bool:
         """Whether this replica leads and serves requests."""
-        return self.runtime is not None and self.runtime.coord is not None and self.guard.ready
+        return self.runtime is not None and self.runtime.coord is not None and self.requests.guard.ready
 
-    async def update_topic_metadata(self, partitions: dict[str, int]) -> None:
-        """Topic partition counts from the router; a follower keeps them for when it leads."""
-        if self.runtime is None:
-            self._topics.update(partitions)
-        else:
-            await super().update_topic_metadata(partitions)
-
-    async def _ensure_topics(self, reqs: list[Any]) -> None:
-        coord = self.runtime.coord if self.runtime is not None else None
-        if coord is None or self._topics_for is coord:  # a follower answers NOT_COORDINATOR without the topics
-            return
-        try:
-            described = await self.transport.call(self.transport.router(), "describe_topics")
-            self._topics.update({name: info["partitions"] for name, info in described.items()})
-        except Exception as e:  # the router is restarting: use what we have
-            log.warning("partition %d could not read the topics from the router: %r", self.partition, e)
-        self._topics_for = coord
-        coord.update_topic_metadata(self._topics)
+    async def _describe_topics(self) -> dict:
+        return await self.transport.call(self.transport.router(), "describe_topics")
 
     # --- election ----------------------------------------------------------------------------------------
 
@@ -487,7 +467,8 @@ class ReplicaActor(PartitionActor):
     async def status(self) -> dict:
         """Facts for `groupcoord status`; a follower reports itself as not loaded (it serves nothing)."""
         if self.runtime is not None:
-            return {**await super().status(), "replica": await self.role()}
+            status = serving_status(self.partition, self._node, self._started, self.runtime, self.requests)
+            return {**status, "replica": await self.role()}
         return {"partition": self.partition, "node_id": self.node_id, "pid": os.getpid(), "loaded": False,
                 "groups": 0, "replica": await self.role()}
 
