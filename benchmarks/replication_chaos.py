@@ -6,7 +6,8 @@ that heartbeat and commit; then, until --losses nodes were lost, it either remov
 hosting a leader (a fresh node joins, the lost replicas are repaired) or pauses a leader with
 SIGSTOP until another replica leads (then SIGCONT), or, with --overlap (the default), a third of the
 time both at once: a node hosting a leader (often the paused partition's new one) lost while a deposed
-leader is still paused. Afterwards no acknowledged commit may be lost, the paused leaders must have
+leader is still paused, or while a follower of the lost leader is paused (no majority until it
+resumes). Afterwards no acknowledged commit may be lost, the paused leaders must have
 acknowledged nothing, and every group must end Stable. Exits 1 if not.
 """
 
@@ -48,14 +49,15 @@ def main(argv: list[str] | None = None) -> int:
                     m.committing.set()
                 while chaos.node_losses < args.losses:
                     chaos.kill_some(overlap=args.overlap)
-                    print(f"  {chaos.node_losses} node losses ({chaos.overlaps} overlapping a pause), "
+                    print(f"  {chaos.node_losses} node losses ({chaos.overlaps} overlapping a pause, "
+                          f"{chaos.paused_followers} of a follower), "
                           f"{chaos.pauses} pauses, {time.monotonic() - started:.0f} s, "
                           f"{chaos.ledger.counts()['NONE']} commits acknowledged", flush=True)
                 chaos.finish()
             finally:
                 chaos.close()
     report = chaos.report
-    failures = [*report.lost, *chaos.zombie_acks] + [repr(e) for e in chaos.fatal_errors()]
+    failures = [*report.lost, *chaos.zombie_acks, *chaos.minority_leaders] + [repr(e) for e in chaos.fatal_errors()]
     if not chaos.real_failovers():
         failures.append(f"a counted node loss caused no failover: {chaos.failovers}")
     figures = {
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "failover_s": sorted(chaos.failover_s),  # only node losses that hit a leader (see NodeChaos.lose_node)
         "overlapped_failover_s": sorted(chaos.overlapped_s),  # losses during a pause, the pause's wait included
         "overlaps": chaos.overlaps,
+        "paused_followers": chaos.paused_followers,  # of the overlaps, those with a follower paused
         "follower_losses": chaos.follower_losses,
         "failovers": chaos.failovers,
         "quick": args.losses < 30,

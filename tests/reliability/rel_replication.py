@@ -21,6 +21,7 @@ from rel_chaos import Chaos
 from waiting import wait_for
 
 from groupcoord.actors import Observability, start, stop
+from groupcoord.actors.service.names import partition_actor_name
 from groupcoord.protocol import Errors, GroupConfig, OffsetAndMetadata, TopicPartition, partition_for
 from groupcoord.protocol.messages import OffsetCommitRequest
 
@@ -71,6 +72,18 @@ def leader_roles(svc: Any) -> list[dict]:
     return ray.get([svc.partition(p).role.remote() for p in range(svc.num_partitions)], timeout=10)
 
 
+def follower_roles(partition: int) -> list[dict]:
+    """The roles (node, pid, ...) of a partition's live replicas that do not lead, found by their registered names
+    in this driver's namespace (the service's)."""
+    prefix = f"{partition_actor_name(partition)}-replica-"
+    handles = [ray.get_actor(n) for n in ray.util.list_named_actors() if n.startswith(prefix)]
+    roles = []
+    for h in handles:
+        with contextlib.suppress(ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            roles.append(ray.get(h.role.remote(), timeout=10))
+    return [r for r in roles if not r["leading"] and not r["lost"]]
+
+
 def epochs(svc: Any) -> list[int]:
     """Every partition's leader epoch, as the router knows it."""
     return [d.leader_epoch for d in svc.describe_partitions()]
@@ -92,6 +105,8 @@ class NodeChaos(Chaos):
         self.failovers: list[dict] = []  # what each counted node loss did to the partitions it led
         self.overlapped_s: list[float] = []  # node losses while another leader was paused (pause included)
         self.overlaps = 0
+        self.paused_followers = 0  # followers paused while their leader's node was lost
+        self.minority_leaders: list[str] = []  # leaders seen elected while a majority was down (a violation)
         self.follower_losses = 0  # nodes removed on request (`node_id`) that led nothing: no failover
         self.factor = len(svc.describe_partitions()[0].replicas)
 
@@ -117,15 +132,19 @@ class NodeChaos(Chaos):
         that leads nothing is counted in `follower_losses` instead.
         """
         if node_id is None:
-            if not self._worker_leaders():
-                head = self.cluster.head_node.node_id
-                self.pause_leader(next(d.partition for d in self.svc.describe_partitions() if d.leader == head))
-                self.wait_repaired()
+            self._leader_off_the_head()
             node_id = self.rng.choice(self._worker_leaders())
         hit, before, started = self._remove(node_id)
         if hit:
             self._count_failover(node_id, hit, before, started)
         return node_id
+
+    def _leader_off_the_head(self) -> None:
+        """When the head node (which cannot be removed) leads every partition, pause one leader so another leads."""
+        if not self._worker_leaders():
+            head = self.cluster.head_node.node_id
+            self.pause_leader(next(d.partition for d in self.svc.describe_partitions() if d.leader == head))
+            self.wait_repaired()
 
     def _remove(self, node_id: str) -> tuple[list[int], list[int], float]:
         """Remove a worker node with its disk: the partitions it led, every epoch before, and when it went."""
@@ -221,6 +240,32 @@ class NodeChaos(Chaos):
         self.overlaps += 1
         return node_id
 
+    def pause_follower_and_lose_leader(self, pause_s: float = 5.0) -> str:
+        """Overlapping faults: a follower of a partition paused (SIGSTOP), then its leader's node lost. With the
+        factor 3, that leaves one live replica, no majority, until the follower resumes `pause_s` later; the
+        two must then elect a leader that holds every acknowledged commit. Returns the lost node."""
+        self._leader_off_the_head()
+        node_id = self.rng.choice(self._worker_leaders())
+        partition = self.rng.choice([d.partition for d in self.svc.describe_partitions() if d.leader == node_id])
+        follower = self.rng.choice([r for r in follower_roles(partition) if r["node_id"] != node_id])
+        os.kill(follower["pid"], signal.SIGSTOP)
+        try:
+            hit, before, started = self._remove(node_id)
+            seen = None
+            while time.monotonic() < started + pause_s:  # no majority: no leader may be elected meanwhile
+                now = self.svc.describe_partitions()[partition]
+                if seen is None and now.leader_epoch > before[partition] and now.leader not in (None, node_id):
+                    seen = f"partition {partition}: {now.leader} leads epoch {now.leader_epoch} with a majority down"
+                    self.minority_leaders.append(seen)
+                time.sleep(0.1)
+        finally:
+            os.kill(follower["pid"], signal.SIGCONT)
+        self.paused_followers += 1
+        if hit:
+            self._count_failover(node_id, hit, before, started, overlapped=True)
+        self.overlaps += 1
+        return node_id
+
     def wait_repaired(self, timeout_s: float = 120) -> None:
         """Wait until every partition again has its full factor of replicas on live nodes, all in sync."""
         def repaired() -> bool:
@@ -240,10 +285,13 @@ class NodeChaos(Chaos):
 
     def kill_some(self, overlap: bool = False) -> None:
         """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node); with
-        `overlap`, a third of the time both at once (see pause_and_lose)."""
+        `overlap`, a third of the time two at once (half of those pause_and_lose, half
+        pause_follower_and_lose_leader)."""
         draw = self.rng.random()
-        if overlap and draw < 1 / 3:
+        if overlap and draw < 1 / 6:
             self.pause_and_lose()
+        elif overlap and draw < 1 / 3:
+            self.pause_follower_and_lose_leader()
         elif draw < (2 / 3 if overlap else 1 / 2):
             self.pause_leader(self.rng.randrange(self.svc.num_partitions))
             return

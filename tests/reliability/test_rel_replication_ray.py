@@ -1,7 +1,8 @@
-"""Replicated offsets partitions on a multi-node cluster: node losses with their disks, and a paused leader.
+"""Replicated offsets partitions on a multi-node cluster: node losses with their disks, overlapping pauses.
 
-Members keep committing while a leader is paused (SIGSTOP, then SIGCONT once another replica
-leads) and while a node hosting a leader is removed and its storage directory deleted. Afterwards
+Members keep committing while a node hosting a leader is removed and its storage directory
+deleted: once while a deposed leader is paused (SIGSTOP, then SIGCONT once another replica
+leads), once while a follower of the lost leader is paused (no majority until it resumes). Afterwards
 every acknowledged commit is returned, the deposed leader acknowledged nothing, and every group
 stayed Stable throughout: its members kept heartbeating through each leader change (each far
 shorter than their session timeout), so none was expired and no generation changed. The long run
@@ -20,7 +21,7 @@ from groupcoord.actors import ServiceError, start
 from groupcoord.actors.tools.cli import main
 
 NAMESPACE = "gc-rel-replication"
-LOSSES = 2  # the short form; `python -m benchmarks replication-chaos` is the long run (>= 30)
+LOSSES = 2  # the short form, both overlapped; `python -m benchmarks replication-chaos` is the long run (>= 30)
 SESSION_TIMEOUT_MS = 30_000  # far above any failover: a leader change must not look like a dead member
 
 
@@ -98,12 +99,11 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
             for m in chaos.members:
                 m.committing.set()
             _commit_more(chaos)
-            lost = [chaos.pause_and_lose()]  # a node lost while a deposed leader is still paused: overlapping faults
-            cluster.add_node(num_cpus=1)
-            chaos.wait_repaired()
-            _commit_more(chaos)
-            for _ in range(LOSSES - 1):  # each time a node hosting a leader, with its disk; a fresh node joins
-                lost.append(chaos.lose_node())
+            # Overlapping faults, each time with a node hosting a leader lost with its disk (a fresh node joins):
+            # first while a deposed leader is still paused, then while a follower of the lost leader is paused.
+            lost = []
+            for overlapped in (chaos.pause_and_lose, chaos.pause_follower_and_lose_leader):
+                lost.append(overlapped())
                 cluster.add_node(num_cpus=1)
                 _commit_more(chaos)
                 chaos.wait_repaired()
@@ -116,12 +116,13 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
         # Each loss hit a leader: its partitions got a higher epoch and a leader elsewhere (a pause moved a leader
         # off the head node first when the head led everything, hence pauses >= 1).
         # The overlapped loss may have hit only followers (when the head node led everything else).
-        assert chaos.overlaps == 1 and chaos.pauses >= 1
+        assert chaos.overlaps == 2 and chaos.pauses >= 1 and chaos.paused_followers == 1
         assert chaos.node_losses + chaos.follower_losses == LOSSES and chaos.follower_losses <= 1
         assert chaos.real_failovers(), chaos.failovers
         assert len(chaos.failover_s) + len(chaos.overlapped_s) == chaos.node_losses
         assert {f["lost_node"] for f in chaos.failovers} <= set(lost) and len(set(lost)) == LOSSES
         assert not chaos.zombie_acks, chaos.zombie_acks
+        assert not chaos.minority_leaders, chaos.minority_leaders
         assert report.restart_partitions_checked > 0 and report.partitions_checked == 3 * 4
         assert report.final_restart_checked
         assert final == settled, "a group rebalanced during a failover"
