@@ -309,7 +309,9 @@ def test_ray_token_authentication_guards_the_transport_and_groupcoord_the_rest(e
 
     assert is_token_auth_enabled()  # Ray >= 2.59 turns it on for local clusters; the suite runs on one
     address = ray._private.worker.global_worker.node.gcs_address
-    # Without Ray's token a process cannot even join the cluster...
-    assert _outsider(address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-token"}).startswith("REFUSED")
+    # Without Ray's token a process cannot even join the cluster (its ray.init gives up after 2 tries of the
+    # GCS, not Ray's default 20 one second apart: the answer is the same UNAUTHENTICATED each time)...
+    refused = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-token", "RAY_NUM_REDIS_GET_RETRIES": "2"}
+    assert _outsider(address, refused).startswith("REFUSED")
     # ...with it, it reaches the actors, and groupcoord still refuses it without its own credentials.
     assert _outsider(address, {"RAY_AUTH_MODE": "token"}) == "ANSWERED SASL_AUTHENTICATION_FAILED"
