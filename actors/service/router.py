@@ -154,13 +154,16 @@ class RouterActor(RouterSecurity):
                 await asyncio.wait_for(asyncio.shield(self.replication.ready), timeout_s)
             except TimeoutError:
                 return False
-        pending = list(self.partitions)
-        while pending and loop.time() < deadline:
-            loaded = await asyncio.gather(*(h.is_loaded.remote() for h in pending), return_exceptions=True)
-            pending = [h for h, ok in zip(pending, loaded, strict=True) if ok is not True]
-            if pending:
-                await asyncio.sleep(0.05)
-        return not pending
+        while loop.time() < deadline:
+            # The current leaders each time: a partition whose first election found no majority yet has none
+            # (a loaded machine), and its followers ask for another.
+            handles = list(self.partitions)
+            loaded = await asyncio.gather(*(h.is_loaded.remote() for h in handles if h is not None),
+                                          return_exceptions=True)
+            if None not in handles and all(ok is True for ok in loaded):
+                return True
+            await asyncio.sleep(0.05)
+        return False
 
     async def status(self) -> list[dict]:
         """Every partition's status (see PartitionActor.status) and its last failure; an unreachable one says so."""
