@@ -249,3 +249,16 @@ def test_a_group_asked_for_without_commits_is_notfound_and_deleted_topics_are_dr
     nobody = groups.set_index("group").loc["nobody"]
     assert (nobody["status"], nobody["partitions"], nobody["complete"]) == ("NOTFOUND", 0, 1.0)
     assert groups.set_index("group").loc["zeta", "status"] == "NOTFOUND"  # its topic "audit" was dropped
+
+
+def test_spark_conf_pairs_of_the_analyze_command():
+    import click
+
+    from actors.tools.cli_export import spark_conf_option
+
+    pairs = ("spark.sql.shuffle.partitions=1", " spark.executor.extraJavaOptions =-Da=b=c")
+    assert spark_conf_option(None, None, pairs) == {"spark.sql.shuffle.partitions": "1",
+                                                    "spark.executor.extraJavaOptions": "-Da=b=c"}
+    for bad in ("spark.ui.enabled", "=true"):
+        with pytest.raises(click.BadParameter, match="KEY=VALUE"):
+            spark_conf_option(None, None, (bad,))
