@@ -12,7 +12,7 @@ import click
 from ..client import ServiceError
 from ..service import DEFAULT_NAMESPACE, DEFAULT_STORAGE_PATH, FSYNC_POLICIES
 from ..service.logs import LOG_FORMATS
-from .cli_export import export, storage_root_option
+from .cli_export import export, spark_conf_option, storage_root_option
 from .cli_groups import groups, offsets, topics
 from .cli_partitions import describe_partitions
 from .cli_security import acls, parse_credentials, principals, quotas
@@ -207,9 +207,11 @@ def demo(short: bool, storage_path: str | None, keep_dir: str | None) -> None:
 @click.option("--allowed-lag", type=click.IntRange(min=0), default=0, show_default=True,
               help="A lag of at most this many offsets counts as none (Burrow's allowed-lag).")
 @click.option("--group", "groups", multiple=True, help="Only these groups (repeatable); NOTFOUND if no commits.")
+@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=spark_conf_option,
+              help="A Spark setting, as spark-submit's --conf (repeatable); *.extraJavaOptions add to the JVM flags.")
 @click.pass_context
 def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, executor_memory, now_ms, history, since,
-            until, allowed_lag, groups) -> None:
+            until, allowed_lag, groups, spark_conf) -> None:
     """Analyse committed offsets with Spark on Ray (RayDP): commit rates, Burrow status, lag, rebalances."""
     from groupcoord.spark import SparkOptions, run_analysis
 
@@ -221,7 +223,7 @@ def analyze(ctx, storage_path, reports, window, limit, plot_path, executors, exe
     rendered = run_analysis(
         storage_path,
         spark_options=SparkOptions(
-            num_executors=executors, executor_memory=executor_memory, quiet=not ctx.obj["verbose"]
+            num_executors=executors, executor_memory=executor_memory, quiet=not ctx.obj["verbose"], configs=spark_conf
         ),
         ray_address=ctx.obj["address"],
         now_ms=now_ms,

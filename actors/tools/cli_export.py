@@ -67,3 +67,14 @@ def time_ms(text: str | None, option: str) -> int | None:
     except ValueError:
         raise CliError(f"{option} takes ms since the epoch or an ISO-8601 time such as 2026-01-31T12:00:00; "
                        f"got {text!r}") from None
+
+
+def spark_conf_option(ctx: click.Context, param: click.Parameter, pairs: tuple[str, ...]) -> dict[str, str]:
+    """--spark-conf KEY=VALUE pairs as a dict of Spark settings (a usage error for a pair without `=`)."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"takes KEY=VALUE, such as spark.sql.shuffle.partitions=4; got {pair!r}")
+        conf[key.strip()] = value
+    return conf

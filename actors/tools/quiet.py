@@ -10,8 +10,6 @@ import os
 from contextlib import nullcontext
 from typing import Any
 
-from groupcoord.spark.quiet import stderr_to_file
-
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _verbose = False
 
@@ -43,6 +41,10 @@ def ray_init_options(verbose: bool | None = None) -> dict[str, Any]:
 def init_ray(**kwargs: Any) -> None:
     """ray.init with the quiet options; Ray's C++ start-up lines go to the log file unless `-v`."""
     import ray
+
+    # Here, not at the top: importing groupcoord.spark loads pandas and pyarrow (about a second of CPU),
+    # which a command that never starts Ray should not pay for.
+    from groupcoord.spark.quiet import stderr_to_file
 
     with nullcontext() if _verbose else stderr_to_file():
         ray.init(**ray_init_options(), **kwargs)

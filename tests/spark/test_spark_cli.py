@@ -32,7 +32,8 @@ def test_export_then_analyze_the_history_with_a_time_range_and_an_allowed_lag(tm
     plot = tmp_path / "activity.png"
     result = subprocess.run(
         [str(cli), "analyze", "--storage", str(root), "--history", str(history), "--since", "2023-11-14T22:13:20",
-         "--until", str(NOW), "--allowed-lag", "100", "--group", "alpha", "--group", "nobody", "--plot", str(plot)],
+         "--until", str(NOW), "--allowed-lag", "100", "--group", "alpha", "--group", "nobody", "--plot", str(plot),
+         "--spark-conf", "spark.sql.shuffle.partitions=1"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -76,10 +76,12 @@ def test_a_time_range_limits_every_report_and_pandas_agrees(spark, from_history,
 def test_deleted_topics_are_dropped_and_pandas_agrees(spark, from_history, exported):
     analysis, _ = from_history
     samples = end_offsets_frame(spark, analysis.samples)
-    status = partition_status(analysis.loaded.commits, samples, h.NOW, topics={"events": 2})
+    # Cached: group_status below reads it again.
+    status = partition_status(analysis.loaded.commits, samples, h.NOW, topics={"events": 2}).cache()
     keys = sorted((r.group, r.topic, r.partition) for r in status.collect())
     assert keys == [("alpha", "events", 0), ("alpha", "events", 1), ("beta", "events", 0)]
     groups = {r.group: r.status for r in group_status(status, ["alpha", "gamma", "zeta"]).collect()}
+    status.unpersist()
     commits, _ = history_tables(exported[1])
     local = group_status_local(partition_status_local(commits, analysis.samples, h.NOW, topics={"events": 2}),
                                ["alpha", "gamma", "zeta"])

@@ -24,6 +24,7 @@ from groupcoord.spark.pandas_reports import (
     lag_report_local,
     partition_status_local,
 )
+from groupcoord.spark.quiet import default_log_file
 from groupcoord.spark.render import format_duration, format_instant, format_table, render_rows
 from groupcoord.spark.session import SparkOptions
 from groupcoord.storage import StorageRoot
@@ -219,6 +220,20 @@ def test_spark_options_fit_one_machine_by_default():
     assert big["spark.sql.shuffle.partitions"] == "32" and big["spark.ui.enabled"] == "true"
 
 
+def test_the_small_default_starts_every_jvm_for_short_analyses():
+    keys = ["spark.ray.raydp_app_master.extraJavaOptions", "spark.driver.extraJavaOptions",
+            "spark.executor.extraJavaOptions"]
+    conf = SparkOptions(log_file="/tmp/x.log").spark_configs()
+    assert all(conf[k].startswith("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC") for k in keys), conf
+    assert conf["spark.driver.extraJavaOptions"].endswith(" -Dgroupcoord.spark.log=/tmp/x.log")
+    # Bigger applications keep the JVM's defaults; a user's flags come after ours, so they win.
+    big = SparkOptions(executor_cores=2, quiet=False, configs={"spark.executor.extraJavaOptions": "-Xss4m"})
+    assert [big.spark_configs().get(k) for k in keys] == [None, None, "-Xss4m"]
+    mine = SparkOptions(java_options=("-XX:+UseParallelGC",), configs={"spark.driver.extraJavaOptions": "-Da=1"})
+    assert mine.spark_configs()["spark.driver.extraJavaOptions"].split() == [
+        "-XX:+UseParallelGC", f"-Dgroupcoord.spark.log={default_log_file()}", "-Da=1"]
+
+
 @pytest.mark.parametrize("row", range(len(burrow_table.ROWS)))
 def test_burrow_evaluator_table(row):
     offsets, times, lags, current_lag, broker, now_ms, allowed_lag, status = burrow_table.ROWS[row]
@@ -234,3 +249,16 @@ def test_a_group_asked_for_without_commits_is_notfound_and_deleted_topics_are_dr
     nobody = groups.set_index("group").loc["nobody"]
     assert (nobody["status"], nobody["partitions"], nobody["complete"]) == ("NOTFOUND", 0, 1.0)
     assert groups.set_index("group").loc["zeta", "status"] == "NOTFOUND"  # its topic "audit" was dropped
+
+
+def test_spark_conf_pairs_of_the_analyze_command():
+    import click
+
+    from actors.tools.cli_export import spark_conf_option
+
+    pairs = ("spark.sql.shuffle.partitions=1", " spark.executor.extraJavaOptions =-Da=b=c")
+    assert spark_conf_option(None, None, pairs) == {"spark.sql.shuffle.partitions": "1",
+                                                    "spark.executor.extraJavaOptions": "-Da=b=c"}
+    for bad in ("spark.ui.enabled", "=true"):
+        with pytest.raises(click.BadParameter, match="KEY=VALUE"):
+            spark_conf_option(None, None, (bad,))

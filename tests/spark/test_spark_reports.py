@@ -51,6 +51,12 @@ def analysis(spark, root, progress_events):
 
 
 @pytest.fixture(scope="module")
+def series(analysis):
+    """The activity time series of the module's analysis (20 buckets), computed once for the plot tests."""
+    return activity_timeseries(analysis.loaded.commits, analysis.samples, now_ms=h.NOW, buckets=20)
+
+
+@pytest.fixture(scope="module")
 def collected(analysis):
     """Every report collected once, as lists of dicts."""
     return {name: [r.asDict(recursive=True) for r in df.collect()] for name, df in analysis.reports().items()}
@@ -127,7 +133,8 @@ def test_spark_and_pandas_agree(analysis, collected, root):
 def test_spark_and_pandas_agree_on_an_allowed_lag(analysis, spark, root, allowed_lag):
     commits_arrow, _ = load_local(root, progress=None)
     samples = end_offsets_frame(spark, analysis.samples)
-    status = partition_status(analysis.loaded.commits, samples, h.NOW, allowed_lag=allowed_lag)
+    # Cached: group_status below reads it again.
+    status = partition_status(analysis.loaded.commits, samples, h.NOW, allowed_lag=allowed_lag).cache()
     got = {(r.group, r.topic, r.partition): r.status for r in status.collect()}
     local = partition_status_local(commits_arrow, analysis.samples, h.NOW, allowed_lag=allowed_lag)
     assert got == {(g, t, p): st for g, t, p, st in zip(local["group"], local["topic"], local["partition"],
@@ -135,6 +142,7 @@ def test_spark_and_pandas_agree_on_an_allowed_lag(analysis, spark, root, allowed
     assert got[("alpha", "events", 3)] == ("REWIND" if allowed_lag < 750 else "OK")
     assert got[("zeta", "audit", 1)] == "STALL"
     groups = {r.group: r.status for r in group_status(status).collect()}
+    status.unpersist()
     assert groups == dict(zip(*(group_status_local(local)[c] for c in ("group", "status")), strict=True))
 
 
@@ -171,8 +179,7 @@ def test_a_torn_last_entry_is_loaded_up_to_the_last_complete_entry(spark, tmp_pa
         loaded.release()
 
 
-def test_plot_and_time_series(analysis, tmp_path):
-    series = activity_timeseries(analysis.loaded.commits, analysis.samples, now_ms=h.NOW, buckets=20)
+def test_plot_and_time_series(series, tmp_path):
     per_group = series.groupby("group")["commits"].sum().to_dict()
     assert per_group == {"alpha": 90, "beta": 20, "delta": 5, "gamma": 20, "zeta": 40}
     last = series.sort_values("bucket_start_ms").groupby("group").tail(1).set_index("group")["lag"].to_dict()
@@ -206,7 +213,7 @@ def test_an_empty_storage_root_gives_empty_reports(spark, tmp_path):
         loaded.release()
 
 
-def test_the_plot_marks_rebalances_and_other_events_with_a_legend(analysis, tmp_path, monkeypatch):
+def test_the_plot_marks_rebalances_and_other_events_with_a_legend(analysis, series, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     from groupcoord.spark.plot import rebalance_events
@@ -214,7 +221,6 @@ def test_the_plot_marks_rebalances_and_other_events_with_a_legend(analysis, tmp_
     rebalances = rebalance_events(analysis.rebalance_history, ["alpha"])
     generations = analysis.rebalance_history.where("`group` = 'alpha'").count()
     assert len(rebalances) == generations > 0 and all(kind == "rebalance" for _, kind in rebalances)
-    series = activity_timeseries(analysis.loaded.commits, analysis.samples, now_ms=h.NOW, buckets=20)
     restart = (int(series["bucket_start_ms"].median()), "coordinator restart")
     figures, close = [], plt.close
     monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
