@@ -475,7 +475,7 @@ class World:
     # --- network ------------------------------------------------------------------------------
 
     def cut(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) in self.partitions
+        return bool(self.partitions) and frozenset((a, b)) in self.partitions
 
     def send(self, caller: tuple[str, int], callee: str, method: str, args: tuple) -> SimRef:
         ref = SimRef(caller, callee, method)
