@@ -77,7 +77,8 @@ def writer_epoch(directory: str | os.PathLike[str]) -> int:
 def read_export_floor(directory: str | os.PathLike[str]) -> int | None:
     """The offset below which the export has taken every record, or None when no export is set up."""
     try:
-        text = Path(directory, EXPORT_FLOOR_FILE).read_text().strip()
+        with open(os.path.join(directory, EXPORT_FLOOR_FILE), encoding="locale") as f:  # at every compaction check
+            text = f.read().strip()
     except FileNotFoundError:
         return None
     try:

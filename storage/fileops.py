@@ -116,6 +116,8 @@ def write_all(files: FileOps, fd: int, data: bytes | memoryview) -> None:
 
 def makedirs_durably(files: FileOps, directory: PathLike) -> bool:
     """Create `directory` and its missing parents, each made durable in its parent; True if created."""
+    if os.path.isdir(directory):  # the usual answer, without building a Path
+        return False
     d = Path(directory)
     if d.is_dir():
         return False

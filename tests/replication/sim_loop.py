@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import heapq
 import math
+import sys
 import threading
-from asyncio import base_events, events
+from asyncio import base_events, events, format_helpers
 from typing import Any, Callable, Iterator
 
 
@@ -68,6 +69,9 @@ def simulated_running_loops() -> Iterator[None]:
         _Running.thread = None
         for m, get, get_or_none in saved:
             m.get_running_loop, m._get_running_loop = get, get_or_none  # type: ignore[attr-defined]
+
+
+_Handle, _TimerHandle = events.Handle, events.TimerHandle
 
 
 class _NoSelector:
@@ -166,8 +170,50 @@ class SimLoop(asyncio.BaseEventLoop):
         popleft = ready.popleft
         for _ in range(len(ready)):
             handle = popleft()
-            if not handle._cancelled:
-                handle._run()
+            if handle._cancelled:
+                continue
+            # Handle._run, without its frame (a step's callbacks are most of the simulator's calls)
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException:
+                self._handle_failed(handle)
+
+    def _handle_failed(self, handle: Any) -> None:
+        """What Handle._run does with a callback's exception: hand it to the exception handler."""
+        exc = sys.exc_info()[1]
+        cb = format_helpers._format_callback_source(handle._callback, handle._args)
+        context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
+        self.call_exception_handler(context)
+
+    # call_soon, call_later and call_at as BaseEventLoop has them, without the checks for debug mode (then they
+    # are asyncio's own) and the extra call of each: every task step, future callback and timer comes through here.
+
+    def call_soon(self, callback: Callable, *args: Any, context: Any = None) -> asyncio.Handle:
+        if self._debug or self._closed:
+            return super().call_soon(callback, *args, context=context)
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def call_later(self, delay: float, callback: Callable, *args: Any, context: Any = None) -> asyncio.TimerHandle:
+        if self._debug or self._closed or delay is None:
+            return super().call_later(delay, callback, *args, context=context)
+        timer = _TimerHandle(self._sim_clock() + delay, callback, args, self, context)
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
+    def call_at(self, when: float, callback: Callable, *args: Any, context: Any = None) -> asyncio.TimerHandle:
+        if self._debug or self._closed or when is None:
+            return super().call_at(when, callback, *args, context=context)
+        timer = _TimerHandle(when, callback, args, self, context)
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
 
     def next_time(self) -> float:
         """When this loop next has something to run (now if callbacks are ready; inf if nothing is pending)."""

@@ -138,6 +138,7 @@ class Clients:
 
     async def _client(self, i: int) -> None:
         world, t = self.world, self.transport
+        mine = [k for j, k in enumerate(KEYS) if j % self.count == i]  # the keys this client writes
         leader: Any = None
         while not self.stopped:
             await asyncio.sleep(world.rng.uniform(0.005, 0.04))
@@ -150,7 +151,7 @@ class Clients:
                     await asyncio.sleep(0.05)
                     continue
             write = world.rng.random() < 0.6
-            key = world.rng.choice([k for j, k in enumerate(KEYS) if j % self.count == i] if write else KEYS)
+            key = world.rng.choice(mine if write else KEYS)
             started = world.now
             try:
                 if write:

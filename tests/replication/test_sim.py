@@ -34,7 +34,8 @@ def test_every_schedule_keeps_acknowledged_commits_and_agrees_below_the_watermar
     workers = max(1, min(2, os.cpu_count() or 1))
     # Spawned workers: this process may hold a Ray client, which must not be forked.
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        results = pool.map(_chunk, range(0, SCHEDULES, CHUNK))
+        # One chunk per task: a worker slowed by the machine's load leaves at most one chunk for the other to wait on.
+        results = pool.map(_chunk, range(0, SCHEDULES, CHUNK), chunksize=1)
     ran = sum(r for r, _ in results)
     failures = [f for _, fs in results for f in fs]
     assert ran == SCHEDULES

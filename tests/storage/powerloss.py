@@ -65,6 +65,8 @@ class PowerLossFiles(FileOps):
         self.fired: list[tuple[int, str, int]] = []  # every injected failure raised: (operation, name, errno)
         self._fds: dict[int, tuple[int, int | None]] = {}  # fd -> (file id, position or None for append)
         self._lock_fds: set[int] = set()
+        self._splits: dict[PathLike, tuple[Path, str]] = {}
+        self._paths: dict[PathLike, Path] = {}
         self._snapshot()
 
     # --- the model --------------------------------------------------------------------------
@@ -89,10 +91,19 @@ class PowerLossFiles(FileOps):
     def _dir(self, path: Path) -> _Dir | None:
         return self._dirs.get(path)
 
+    def _split(self, path: PathLike) -> tuple[Path, str]:
+        """`path`'s directory and name, remembered per path (the code under test opens the same few paths again
+        and again, and parsing one is most of what a lookup costs)."""
+        split = self._splits.get(path)
+        if split is None:
+            p = Path(path)
+            split = self._splits[path] = (p.parent, p.name)
+        return split
+
     def _lookup(self, path: PathLike) -> tuple[_Dir | None, str, object | None]:
-        p = Path(path)
-        d = self._dir(p.parent)
-        return d, p.name, (d.entries.get(p.name) if d is not None else None)
+        parent, name = self._split(path)
+        d = self._dirs.get(parent)
+        return d, name, (d.entries.get(name) if d is not None else None)
 
     def _set(self, d: _Dir, name: str, target: object) -> None:
         d.entries[name] = target
@@ -201,7 +212,8 @@ class PowerLossFiles(FileOps):
 
     def fsync_directory(self, directory: PathLike) -> None:
         self._step("fsync_directory")
-        d = self._dir(Path(directory))
+        directory = self._paths.get(directory) or self._paths.setdefault(directory, Path(directory))
+        d = self._dirs.get(directory)
         if d is not None:
             d.durable = dict(d.entries)
             d.pending.clear()
