@@ -105,8 +105,14 @@ def _one_group_per_partition(partitions: int) -> tuple[str, ...]:
 
 
 def new_cluster_id() -> str:
-    """A fresh KRaft cluster id (22 characters of URL-safe base64), as kafka-storage random-uuid prints."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A fresh KRaft cluster id (22 characters of URL-safe base64), as kafka-storage random-uuid prints.
+
+    Like Kafka's Uuid.randomUuid, never one that starts with "-": kafka-storage's argument parser would
+    take it for an option (1 start in 64 failed with "--cluster-id: expected one argument").
+    """
+    while (cluster_id := urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return cluster_id
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
