@@ -35,9 +35,12 @@ def replicated_cluster(
     """A fresh Ray cluster (head + `workers`), a service with `factor` replicas per partition on it; torn down after."""
     if ray.is_initialized():
         ray.shutdown()  # these tests need a cluster of their own
-    # Every node exports metrics on its own port, each report interval (short here, for the scrapes).
+    # Every node exports metrics on its own port, each report interval (short here, for the scrapes). The GCS
+    # declares a removed node dead after 4 failed health checks 0.5 s apart (Ray's default: 5 checks 3 s apart),
+    # so that repairs start within seconds; a slow node's check still has Ray's 10 s timeout to answer.
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": False, "_system_config": {"metrics_report_interval_ms": 500}})
+        "num_cpus": 1, "include_dashboard": False, "_system_config": {
+            "metrics_report_interval_ms": 500, "health_check_period_ms": 500, "health_check_failure_threshold": 4}})
     for _ in range(workers):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()

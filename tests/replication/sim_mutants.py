@@ -185,4 +185,7 @@ MUTATIONS.update({
     "failed-log-acknowledges": (
         "a follower whose write failed keeps answering with its end (issue 27 class 1 as found)",
         _failed_log_acknowledges),
+    "learner-votes-early": (
+        "a learner becomes a voter while the new voters hold acknowledged records on too few replicas",
+        lambda: patched(replicated_log, "voters_hold_watermark", lambda *args: True)),
 })

@@ -251,6 +251,11 @@ class Schedule:
     def replicas(self) -> list[Any]:
         return [p for name, p in self.world.procs.items() if "replica" in name]
 
+    def leader(self) -> Any:
+        """The one live replica process that leads (an assertion fails when there is none, or more)."""
+        [leader] = [p for p in self.replicas() if p.alive and p.obj is not None and p.obj.runtime is not None]
+        return leader
+
     def check_logs(self) -> None:
         for p in self.replicas():
             obj = p.obj

@@ -6,6 +6,7 @@ from groupcoord.actors.service.replication.decisions import (
     advance_high_watermark,
     choose_leader,
     divergence_point,
+    voters_hold_watermark,
 )
 from groupcoord.actors.service.replication.messages import PromiseAnswer
 from groupcoord.storage.epoch_checkpoint import EpochState
@@ -51,3 +52,13 @@ def test_truncation_keeps_a_prefix_and_cuts_what_the_leader_never_wrote():
     assert divergence_point(leader, 9, EpochState(2, ((1, 0), (2, 6))), 8) == 6  # epoch 2 never reached the leader
     assert divergence_point(leader, 9, EpochState(3, ((1, 0), (3, 6))), 12) == 9  # past the leader's end
     assert divergence_point(leader, 9, EpochState(), 0) == 0
+
+
+def test_a_learner_may_vote_once_the_new_voters_hold_the_watermark_on_enough_replicas():
+    # The watermark is 10: the leader holds 12, the other follower 10; the learner, a flush behind, 8.
+    assert voters_hold_watermark(10, 12, [10, 8], acks=2)
+    # The other follower lags too (what was acknowledged sat on the lost replica): not yet.
+    assert not voters_hold_watermark(10, 12, [9, 8], acks=2)
+    assert voters_hold_watermark(10, 12, [9, 10], acks=2)
+    assert not voters_hold_watermark(10, 12, [10, 8], acks=3)
+    assert not voters_hold_watermark(10, 12, [], acks=2)  # the leader alone

@@ -10,16 +10,11 @@ from __future__ import annotations
 from sim_run import open_schedule
 
 
-def _leader(schedule):
-    [leader] = [p for p in schedule.replicas() if p.alive and p.obj is not None and p.obj.runtime is not None]
-    return leader
-
-
 def test_a_leader_that_a_majority_still_hears_keeps_leading_when_one_follower_and_the_router_miss_it(tmp_path):
     with open_schedule(11, tmp_path) as s:
         w = s.world
         w.run_until(3.0)
-        leader = _leader(s)
+        leader = s.leader()
         epoch, incarnation = leader.obj.rlog.epoch, leader.incarnation
         deaf = next(p for p in s.replicas() if p is not leader)
         # One follower stops hearing the leader; the router's calls to it take 0.3 s each way (its ping waits 0.2 s).
@@ -27,7 +22,7 @@ def test_a_leader_that_a_majority_still_hears_keeps_leading_when_one_follower_an
         w.slow[frozenset(("router", leader.name))] = 0.3
         acks = s.checker.acks
         w.run_until(w.now + 5.0)
-        assert _leader(s) is leader and leader.incarnation == incarnation and leader.obj.rlog.epoch == epoch
+        assert s.leader() is leader and leader.incarnation == incarnation and leader.obj.rlog.epoch == epoch
         assert s.checker.acks > acks + 20  # it went on acknowledging commits, with the follower that hears it
         assert not s.checker.violations, s.checker.violations
 
@@ -36,12 +31,12 @@ def test_a_leader_that_no_follower_hears_is_replaced_though_the_router_still_rea
     with open_schedule(11, tmp_path) as s:
         w = s.world
         w.run_until(3.0)
-        leader = _leader(s)
+        leader = s.leader()
         epoch = leader.obj.rlog.epoch
         for p in s.replicas():
             if p is not leader:
                 w.partitions.add(frozenset((leader.name, p.name)))
         w.run_until(w.now + 5.0)
-        new = _leader(s)
+        new = s.leader()
         assert new is not leader and new.obj.rlog.epoch > epoch
         assert not s.checker.violations, s.checker.violations

@@ -27,6 +27,13 @@ def advance_high_watermark(
     return candidate if candidate > epoch_start and candidate > hw else hw
 
 
+def voters_hold_watermark(hw: int, leader_durable: int, voter_matches: Iterable[int], acks: int) -> bool:
+    """Whether `acks` replicas of a set of voters (the leader's durable end among them) hold everything below `hw`:
+    when a learner takes a lost voter's place, no acknowledged write may be left on fewer replicas than that."""
+    held = sorted([leader_durable, *voter_matches], reverse=True)
+    return len(held) >= acks and held[acks - 1] >= hw
+
+
 def choose_leader(promises: Sequence[PromiseAnswer]) -> int | None:
     """The index of the promise with the most up-to-date log (last epoch, then end; a sitting leader last),
     among those that promised and did not lose their storage; None if none can lead."""

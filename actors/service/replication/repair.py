@@ -1,12 +1,13 @@
 """Repair: a replica lost with its node is recreated on another live node and caught up, restoring the factor.
 
 The new replica joins as a learner: the leader copies its whole log to it (the compacted
-segments, then the tail) and keeps shipping, but its acknowledgements do not count. Once it
-holds everything below the leader's high watermark, the leader counts it in place of the lost
-replica and the router makes it a voter of future elections (under the partition's election
-lock, and recorded in the placement file). Every acknowledged write is then on a majority of
-the new replica set: whatever a majority of the old set held, the leader held, and so does the
-new replica.
+segments, then the tail) and keeps shipping, but its acknowledgements do not count. Once it is
+within a few flushes of the leader's end, and the new set of voters (the leader, the other
+followers, the learner) holds everything below the high watermark on as many replicas as an
+acknowledgement needs, the leader counts it in place of the lost replica and the router makes it
+a voter of future elections (under the partition's election lock, and recorded in the placement
+file). No acknowledged write is then on fewer replicas of the new set than it was acknowledged on.
+Under steady commits a learner is never exactly at the watermark, so it is not asked to be.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 REPAIR_INTERVAL_S = 1.0
 _CALL_TIMEOUT_S = 2.0
+PROMOTE_LAG_RECORDS = 1_000  # a learner this close to the leader's end catches up as a voter within a few flushes
 
 
 async def repair_turn(manager: ReplicationManager) -> None:
@@ -89,8 +91,8 @@ async def repair_partition(manager: ReplicationManager, rs: PartitionReplicaSet,
         call = manager.transport.call(leader.handle, "add_learner", learner.replica_id, learner.handle)
         await asyncio.wait_for(call, _CALL_TIMEOUT_S)
         return
-    if lag is None or role["end"] - lag < role["high_watermark"]:
-        return  # still catching up
+    if lag is None or lag > PROMOTE_LAG_RECORDS:
+        return  # still catching up (whether it may vote with a few records to go, the leader decides in `promote`)
     async with rs.lock:
         if rs.leader is not leader:
             return
@@ -100,5 +102,5 @@ async def repair_partition(manager: ReplicationManager, rs: PartitionReplicaSet,
             rs.replicas[index] = learner
             rs.learner = None
             manager.save()
-            log.warning("partition %d: replica %s on node %s is in sync and replaces %s", rs.partition,
+            log.warning("partition %d: replica %s on node %s is a voter and replaces %s", rs.partition,
                         learner.replica_id, learner.node_id[:8], lost.replica_id)

@@ -438,7 +438,7 @@ class ReplicaActor(GroupApi):
         return True
 
     async def promote(self, replica_id: str, replaces: str) -> bool:
-        """As leader, count a caught-up learner's acks in place of the lost `replaces` (False if not yet)."""
+        """As leader, count a learner's acks in place of the lost `replaces` (False if not yet; see rlog.promote)."""
         if self.runtime is None:
             return False
         return await self.loop.run_in_executor(None, self.rlog.promote, replica_id, replaces)

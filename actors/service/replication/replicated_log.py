@@ -24,7 +24,7 @@ from typing import Any
 from groupcoord.protocol.records import OffsetCommitKey, Record
 from groupcoord.storage.epoch_checkpoint import EpochState
 
-from .decisions import advance_high_watermark
+from .decisions import advance_high_watermark, voters_hold_watermark
 from .messages import Follow, FollowerAnswer, Replicate
 from .transport import Transport
 
@@ -240,10 +240,16 @@ class ReplicatedLog:
                 self.followers.append(FollowerLink(replica_id, handle, voter=False))
 
     def promote(self, replica_id: str, replaces: str) -> bool:
-        """Make a caught-up learner a voter in place of the lost replica `replaces`; False if it is not caught up."""
+        """Make a learner a voter in place of the lost replica `replaces`; False while the new set of voters would
+        hold the acknowledged records on too few replicas. Under steady commits a learner is always a flush
+        behind the watermark; it may stay so while the other voters hold what was acknowledged (Raft's learner)."""
         with self._ship_lock:
             link = next((f for f in self.followers if f.replica_id == replica_id), None)
-            if link is None or link.match is None or link.match < self.hw:
+            if link is None or link.match is None:
+                return False
+            others = [f.match for f in self.followers
+                      if f.voter and f.replica_id != replaces and f.match is not None]
+            if not voters_hold_watermark(self.hw, self.plog.durable_offset, [*others, link.match], self.min_insync):
                 return False
             link.voter = True
             self.followers = [f for f in self.followers if f.replica_id != replaces]
