@@ -19,6 +19,7 @@ class Checker:
     def __init__(self) -> None:
         self.acked: dict[str, list[tuple[float, int]]] = {}
         self.status: dict[int, str] = {}  # commit value -> pending, acked or failed
+        self.duplicated: set[int] = set()  # commit values the network delivered twice
         self.returned: dict[str, list[tuple[float, int]]] = {}
         self.epoch_leaders: dict[int, str] = {}
         self.committed: dict[int, Any] = {}  # offset -> record, as replicas hold them below their watermark
@@ -41,9 +42,15 @@ class Checker:
     def commit_sent(self, value: int) -> None:
         self.status[value] = "pending"
 
+    def commit_duplicated(self, value: int) -> None:
+        """The network delivered the commit twice: one copy may be refused while the other takes effect."""
+        self.duplicated.add(value)
+
     def commit_failed(self, value: int) -> None:
-        """The commit was refused with an error (NOT_COORDINATOR, ...): it must never become visible."""
-        self.status[value] = "failed"
+        """The commit was refused with an error (NOT_COORDINATOR, ...): it must never become visible, unless
+        the network duplicated it (the other copy's fate is unknown, as a timeout's is)."""
+        if value not in self.duplicated:
+            self.status[value] = "failed"
 
     def commit_acked(self, key: str, value: int, now: float) -> None:
         self.status[value] = "acked"

@@ -225,6 +225,7 @@ class Schedule:
         world.replica_factory = replica
         world.on_reply = self._on_reply
         world.after_step = self._after_step
+        world.on_duplicate = self._on_duplicate
         head = world.nodes["n0"]
         world.add_process("router", "n0", lambda t: SimRouter(spec, head.files.root, t, head.files))
         world.nodes["client"] = type(head)("client", head.files, True, False)  # the clients' machine: no disk used
@@ -238,6 +239,11 @@ class Schedule:
     def _on_reply(self, ref: SimRef, proc: Any) -> None:
         if ref.method == "commit_offsets" and proc.obj is not None and proc.obj.runtime is not None:
             self.checker.leader_acked(proc.obj.rlog.epoch, proc.obj.replica_id, self.world.now)
+
+    def _on_duplicate(self, method: str, args: tuple) -> None:
+        if method == "commit_offsets":
+            for committed in args[0].offsets.values():
+                self.checker.commit_duplicated(committed.offset)
 
     def _after_step(self, proc: Any) -> None:
         obj = proc.obj

@@ -287,6 +287,7 @@ class World:
         self.replica_factory: Callable[[str, str, tuple, SimTransport], Any] | None = None
         self.on_reply: Callable[[SimRef, Process], None] = lambda ref, proc: None
         self.after_step: Callable[[Process], None] = lambda proc: None
+        self.on_duplicate: Callable[[str, tuple], None] = lambda method, args: None  # a request sent twice
         self.loss = 0.02
         self.duplication = 0.02
 
@@ -480,6 +481,8 @@ class World:
     def send(self, caller: tuple[str, int], callee: str, method: str, args: tuple) -> SimRef:
         ref = SimRef(caller, callee, method)
         copies = 2 if self.rng.random() < self.duplication else 1
+        if copies == 2:
+            self.on_duplicate(method, args)
         for _ in range(copies):
             self._transmit(lambda: self._deliver(ref, args), caller[0], callee)
         return ref

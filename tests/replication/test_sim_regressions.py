@@ -32,6 +32,8 @@ FOUND = {
     101571: "a leader that promised a newer epoch went on acknowledging for the 50 ms before its exit",
     600: "a router restarted during a repair reopened a wiped replica, which a lost incarnation had given an empty "
          "directory, as a voter",
+    96849: "(the checker's) a commit the network delivered twice was refused by one copy and applied by the other; "
+           "the refusal was taken for the commit's fate",
 }
 
 
