@@ -140,9 +140,9 @@ def test_kept_divergence_still_shows(targets, signature):
 def test_random_sequences_diverge_only_in_kept_ways(targets):
     kafka, groupcoord = targets
     # Sequences mixing the protocols are the migration difference (kept above); the others are compared.
-    seeds = [s for s in range(100_000, 100_070) if not mixes_protocols(s)]
+    seeds = [s for s in range(100_000, 100_030) if not mixes_protocols(s)]
     report = run_many(kafka, groupcoord, seeds, workers=8, shrink=False)
-    assert report.sequences == len(seeds) >= 60
+    assert report.sequences == len(seeds) >= 25
     unexpected = {kind for kind in report.kinds if not explained(kind)}
     assert unexpected == set(), [d.report("kafka", "groupcoord") for _, d in report.divergences
                                  if d.signature() in unexpected]

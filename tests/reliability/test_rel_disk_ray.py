@@ -42,7 +42,7 @@ from groupcoord.protocol import (
 
 NAMESPACE = "gc-rel-disk"
 TP = TopicPartition("disk", 0)
-CLIENT_TIMEOUT_MS = 3_000
+CLIENT_TIMEOUT_MS = 1_000
 
 
 def _run(*cmd: str) -> bool:
