@@ -73,12 +73,12 @@ def _sizes(args: argparse.Namespace) -> dict:
         else common.preset(args, [250, 500, 1000, 2000], [1000], [50]),
         "session_ms": session,
         "interval_ms": args.interval_ms or common.preset(args, session // 3, session // 3, 500),
-        "window_s": args.window or common.preset(args, 2 * session / 1000, 2 * session / 1000, 1.0),
+        "window_s": args.window or common.preset(args, 2 * session / 1000, 2 * session / 1000, 0.5),
         "group_size": args.group_size,
         "tick_s": args.tick_ms / 1000,
         "drivers": args.drivers,
         "overload": args.overload if args.overload is not None else common.preset(args, 2.0, 2.0, 2.0),
-        "overload_window_s": args.overload_window or common.preset(args, 60.0, 10.0, 2.0),
+        "overload_window_s": args.overload_window or common.preset(args, 60.0, 10.0, 0.5),
     }
 
 
@@ -351,7 +351,7 @@ def run(args: argparse.Namespace) -> dict:
         drivers = common.start_drivers(sizes["drivers"])
         try:
             common.step("shard CPU per heartbeat (in-process, MemoryLog)")
-            out["shard"] = ray.get(drivers[0].run_local.remote(shard_cost, 2000, 5))
+            out["shard"] = ray.get(drivers[0].run_local.remote(shard_cost, common.preset(args, 2000, 2000, 200), 5))
             with common.service(1, base / "svc", config) as svc:
                 for batched, rates in ((True, sizes["rates"]), (False, sizes["call_rates"])):
                     for i, rate in enumerate(rates):
@@ -416,7 +416,7 @@ def overload_step(svc: Any, drivers: list, steps: list[dict], sizes: dict) -> di
                 "error": "no batched step ran: no knee to overload"}
     offered = int(knee["offered_per_s"] * sizes["overload"])
     common.step(f"overload: {offered:,} heartbeats/s offered ({sizes['overload']:g} x the knee of "
-                f"{knee['offered_per_s']:,.0f}/s) for {sizes['overload_window_s']:.0f} s")
+                f"{knee['offered_per_s']:,.0f}/s) for {sizes['overload_window_s']:g} s")
     step = run_step(svc, drivers, offered, True, sizes, "hb-overload", window_s=sizes["overload_window_s"])
     common.step(f"  {step_line(step)}")
     step["knee_assumed"] = not good
@@ -471,7 +471,7 @@ def report(results: dict) -> None:
         common.print_target("overload: >= 90% of the knee served at 2x offered", f"FAILED: {ov.get('error')}", False)
         return
     common.print_table(
-        f"overload: {ov['offered_per_s'] / ov['knee_offered_per_s']:.1f} x the knee for {ov['window_s']:.0f} s",
+        f"overload: {ov['offered_per_s'] / ov['knee_offered_per_s']:.1f} x the knee for {ov['window_s']:g} s",
         ["offered/s", "served/s", "of knee", "false expiries", "failed members", "throttled answers",
          "actor lag max ms", "crashes"],
         [[f"{ov['offered_per_s']:,.0f}", f"{ov['served_per_s']:,.0f}", f"{ov['served_of_knee'] * 100:.0f}%",

@@ -118,13 +118,13 @@ async def shard_phases(_state: dict, sizes: dict) -> dict:
         tracemalloc.stop()
 
 
-def actor_phases(svc: Any, sizes: dict) -> dict:
+def actor_phases(svc: Any, sizes: dict, settle_s: float = 0.2) -> dict:
     """The phases through a partition actor, measured as the growth of its process's RSS."""
     handle = svc.partitions[0]
     pid = ray.get(handle.status.remote())["pid"]
 
     async def measure() -> int:
-        await asyncio.sleep(0.2)  # let the last flushes finish
+        await asyncio.sleep(settle_s)  # let the last flushes finish
         return common.read_rss(pid)
 
     return asyncio.run(phases(common.ActorCaller(handle), sizes, measure))
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> dict:
                     f"offsets, {sizes['members']:,} members (RSS)")
         t = time.perf_counter()
         with common.service(1, base / "svc", common.bench_config()) as svc:
-            out["actor"] = actor_phases(svc, sizes)
+            out["actor"] = actor_phases(svc, sizes, common.preset(args, 0.2, 0.2, 0.05))
         out["actor"]["seconds"] = time.perf_counter() - t
         common.step("pure shard in a driver process (tracemalloc)")
         host = common.start_drivers(1)[0]

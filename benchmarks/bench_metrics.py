@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> dict:
     with common.work_dir(args, "metrics") as base:
         drivers = common.start_drivers(args.drivers)
         try:
-            costs = [ray.get(drivers[0].run_local.remote(request_cost, sizes["per_commit"])) for _ in range(3)]
+            calls = common.preset(args, 20_000, 20_000, 2000)
+            costs = [ray.get(drivers[0].run_local.remote(request_cost, sizes["per_commit"], calls)) for _ in range(3)]
             out["request_cost_us"] = {k: common.summarize([c[k] for c in costs]) for k in ("off", "on")}
             observability = Observability(interval_s=PUBLISH_INTERVAL_S)
             with common.service(1, base / "svc", config, observability=observability) as svc:

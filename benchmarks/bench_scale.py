@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> dict:
                     t = time.perf_counter()
                     members += asyncio.run(create_groups(callers, names, p))
                     create_s = time.perf_counter() - t
-                    time.sleep(0.2)
+                    time.sleep(common.preset(args, 0.2, 0.2, 0.05))  # let the actors' memory settle
                     rss = sum(common.read_rss(pid) for pid in pids)
                     common.step(f"  {level:,} groups: commit throughput, {sz['trials']} x {sz['duration']} s")
                     ray.get([d.run_local.remote(store_members, members) for d in drivers])

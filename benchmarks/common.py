@@ -467,25 +467,81 @@ class Driver:
         """This process's id."""
         return os.getpid()
 
+    async def reset(self) -> int:
+        """Forget what earlier runs left in `state` (closing an in-process shard left open); this process's id."""
+        partition = self.state.pop("partition", None)
+        if partition is not None:
+            await close_local_partition(partition)
+        self.state.clear()
+        return os.getpid()
+
     async def nice(self) -> int:
         """This process's niceness (Ray lowers its workers' priority)."""
         return os.nice(0)
+
+
+# Driver actors kept between benchmarks while `reuse_drivers` is in effect (None: each run starts and kills its own).
+_DRIVER_POOL: list[Any] | None = None
+
+
+@contextlib.contextmanager
+def reuse_drivers() -> Iterator[None]:
+    """Within this block, `stop_drivers` keeps the driver processes and `start_drivers` hands them out again
+    (their state cleared) instead of starting new ones; they are killed when it ends.
+
+    For runs of many short benchmarks on one Ray (the smoke tests), where starting a driver process
+    (a Ray worker of its own) takes longer than the benchmark's own work.
+    """
+    global _DRIVER_POOL
+    if _DRIVER_POOL is not None:  # already in effect: the outer block owns the drivers
+        yield
+        return
+    _DRIVER_POOL = []
+    try:
+        yield
+    finally:
+        pool, _DRIVER_POOL = _DRIVER_POOL, None
+        _kill(pool)
+
+
+def _new_drivers(n: int) -> list[Any]:
+    import ray
+
+    # Driver processes import `benchmarks` from the repository, wherever the Ray workers start.
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    cls = ray.remote(Driver).options(num_cpus=0, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    return [cls.remote() for _ in range(n)]
 
 
 def start_drivers(n: int) -> list[Any]:
     """`n` driver actors (no CPU reserved), ready to run load functions."""
     import ray
 
-    # Driver processes import `benchmarks` from the repository, wherever the Ray workers start.
-    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    cls = ray.remote(Driver).options(num_cpus=0, runtime_env={"env_vars": {"PYTHONPATH": path}})
-    drivers = [cls.remote() for _ in range(n)]
-    ray.get([d.pid.remote() for d in drivers])
+    kept: list[Any] = []
+    if _DRIVER_POOL is not None:
+        kept, _DRIVER_POOL[:] = _DRIVER_POOL[:n], _DRIVER_POOL[n:]
+    drivers = kept + _new_drivers(n - len(kept))
+    ready = [(d.reset if i < len(kept) else d.pid).remote() for i, d in enumerate(drivers)]
+    for i, ref in enumerate(ready):
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayActorError:
+            if i >= len(kept):
+                raise
+            drivers[i] = _new_drivers(1)[0]  # a kept driver that died since: a new one in its place
+            ray.get(drivers[i].pid.remote())
     return drivers
 
 
 def stop_drivers(drivers: list[Any]) -> None:
-    """Kill driver actors."""
+    """Kill driver actors (or, under `reuse_drivers`, keep them for the next run)."""
+    if _DRIVER_POOL is not None:
+        _DRIVER_POOL.extend(drivers)
+    else:
+        _kill(drivers)
+
+
+def _kill(drivers: list[Any]) -> None:
     import ray
 
     for d in drivers:

@@ -32,6 +32,13 @@ from benchmarks import (  # noqa: E402
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.fixture(scope="module")
+def drivers(ray_local):
+    """The local Ray, and driver processes kept from one benchmark to the next (each takes a second to start)."""
+    with common.reuse_drivers():
+        yield ray_local
+
+
 def tiny(module, tmp_path: Path, *extra: str) -> dict:
     """Parse `--tiny` (plus `extra`) for `module`, run it, and print its report as the CLI would."""
     parser = argparse.ArgumentParser()
@@ -43,7 +50,7 @@ def tiny(module, tmp_path: Path, *extra: str) -> dict:
     return results
 
 
-def test_commits(ray_local, tmp_path):
+def test_commits(drivers, tmp_path):
     r = tiny(bench_commits, tmp_path)
     assert r["cells"] and r["raw"] and r["raw"][0]["records_per_s"]["median"] > 0
     for cell in r["cells"]:
@@ -54,7 +61,7 @@ def test_commits(ray_local, tmp_path):
     assert any(c["coalesced"] for c in r["cells"])
 
 
-def test_heartbeats(ray_local, tmp_path):
+def test_heartbeats(drivers, tmp_path):
     r = tiny(bench_heartbeats, tmp_path)
     assert {s["mode"] for s in r["steps"]} == {"batched", "per-call"}
     assert r["false_expiries"] == 0
@@ -108,7 +115,7 @@ def test_all_goes_on_past_a_failed_benchmark(monkeypatch, tmp_path):
     assert summary["machine"]["loadavg"]
 
 
-def test_rebalance(ray_local, tmp_path):
+def test_rebalance(drivers, tmp_path):
     r = tiny(bench_rebalance, tmp_path)
     (row,) = r["rows"]
     for mode in ("per-call", "coalesced", "in-process"):
@@ -121,7 +128,7 @@ def test_rebalance(ray_local, tmp_path):
             assert t["new_generation_s"] > 0
 
 
-def test_recovery(ray_local, tmp_path):
+def test_recovery(drivers, tmp_path):
     r = tiny(bench_recovery, tmp_path)
     plain, compacted = r["rows"]
     assert not plain["compacted"] and compacted["compacted"]
@@ -135,7 +142,7 @@ def test_recovery(ray_local, tmp_path):
     assert compacted["trials"][0]["groups"] == plain["trials"][0]["groups"]
 
 
-def test_memory(ray_local, tmp_path):
+def test_memory(drivers, tmp_path):
     r = tiny(bench_memory, tmp_path)
     s = r["sizes"]
     for where in ("actor", "shard"):
@@ -146,7 +153,7 @@ def test_memory(ray_local, tmp_path):
     assert r["shard"]["per_offset"] > 0 and r["shard"]["per_member"] > 0
 
 
-def test_scale(ray_local, tmp_path):
+def test_scale(drivers, tmp_path):
     r = tiny(bench_scale, tmp_path)
     levels = r["sizes"]["levels"]
     assert [lv["groups"] for lv in r["levels"]] == levels
@@ -156,7 +163,7 @@ def test_scale(ray_local, tmp_path):
         assert sum(lv["groups_per_partition"]) == lv["groups"] + warm_up
 
 
-def test_metrics(ray_local, tmp_path):
+def test_metrics(drivers, tmp_path):
     r = tiny(bench_metrics, tmp_path)
     assert [m["coalesced"] for m in r["modes"]] == [False, True]
     # Both costs measured (which is larger is the benchmark's finding, not a property to test).
