@@ -5,11 +5,19 @@ count. They are deterministic: a ManualClock, fixed ids, no threads, the log in 
 directory, so that the same code runs the same instructions on every run (with PYTHONHASHSEED
 fixed by the runner). Sizes are small enough for valgrind (~50x slower) yet large enough that
 per-call noise disappears.
+
+The runner (benchmarks/instructions.py) starts this module under callgrind uninstrumented: the
+interpreter's start, the imports and each prepare() run about 5x faster than instrumented, and
+`main` turns instrumentation on just around each counted call (a callgrind client request).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import gc
+import mmap
+import platform
 import sys
 from pathlib import Path
 from typing import Callable
@@ -32,7 +40,7 @@ Workload = Callable[[], object]
 COMMITS, COMMIT_PARTITIONS = 200, 10
 HEARTBEAT_MEMBERS, HEARTBEAT_ROUNDS = 1000, 2
 REBALANCE_MEMBERS = 1000
-REPLAY_RECORDS = 100_000
+REPLAY_RECORDS = 20_000
 _CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=50)
 
 
@@ -117,7 +125,7 @@ def join_sync_1000(data: Path) -> Workload:
 
 
 def _write_log(directory: str, records: int) -> None:
-    """A partition log of `records` offset commits (100 per append, 1,000 groups' worth of keys)."""
+    """A partition log of `records` offset commits (100 per append, one group's worth of keys each)."""
     from groupcoord.storage import PartitionLog
 
     clock = ManualClock(1_700_000_000_000)
@@ -134,8 +142,8 @@ def prepare_logs(data: Path) -> None:
     _write_log(str(data / "replay"), REPLAY_RECORDS)
 
 
-def replay_100k(data: Path) -> Workload:
-    """Open a log of 100,000 offset commits (its checks and recovery) and replay it into a fresh shard."""
+def replay_20k(data: Path) -> Workload:
+    """Open a log of 20,000 offset commits (its checks and recovery) and replay it into a fresh shard."""
     from groupcoord.storage import PartitionLog
 
     directory = str(data / "replay")
@@ -150,7 +158,7 @@ def replay_100k(data: Path) -> Workload:
 
 
 def columnar_read(data: Path) -> Workload:
-    """Read the 100,000 records' entries in bulk for the columnar decoder (storage's half of columnar decoding).
+    """Read the 20,000 records' entries in bulk for the columnar decoder (storage's half of columnar decoding).
 
     The decoder's compiled pass (numba) is not counted: importing numba under valgrind alone takes minutes.
     """
@@ -168,7 +176,7 @@ WORKLOADS: dict[str, Callable[[Path], Workload]] = {
     "commit_apply": commit_apply,
     "heartbeat": heartbeat,
     "join_sync_1000": join_sync_1000,
-    "replay_100k": replay_100k,
+    "replay_20k": replay_20k,
     "columnar_read": columnar_read,
 }
 
@@ -178,11 +186,59 @@ def counted(fn: Workload) -> object:
     return functools.reduce(lambda _a, _b: fn(), (0, 0))
 
 
+# Callgrind's client requests (valgrind/callgrind.h), for a runner that starts callgrind with
+# --instr-atstart=no: `main` turns instrumentation on around each counted call and off after it.
+# What is counted does not change (collection is still toggled by functools_reduce alone), only
+# what runs instrumented. A client request is an instruction sequence that does nothing natively
+# (it returns its default, 0) and that valgrind recognises; Python runs it as a small machine-code
+# stub called through ctypes. x86-64 only: elsewhere the runner instruments from the start.
+_START_INSTRUMENTATION, _STOP_INSTRUMENTATION = 0x43540004, 0x43540005  # VG_USERREQ_TOOL_BASE('C','T') + 4, + 5
+_CLIENT_REQUEST_X86_64 = bytes.fromhex(
+    "4889f8"  # mov %rdi,%rax: the address of the request's 6 words, the stub's argument
+    "31d2"  # xor %edx,%edx: the result natively
+    "48c1c703" "48c1c70d" "48c1c73d" "48c1c733"  # rol %rdi by 3, 13, 61 and 51: valgrind's preamble, a no-op
+    "4887db"  # xchg %rbx,%rbx: the request
+    "4889d0"  # mov %rdx,%rax: its result
+    "c3")  # ret
+INSTRUMENT_COUNTED = "--instrument-counted"  # main's flag: turn instrumentation on around each counted call
+_stub: list = []  # [the executable page, the function], once made
+
+
+def client_request(request: int) -> int:
+    """Issue a valgrind client request without arguments; its result (0 outside valgrind)."""
+    if not _stub:
+        if platform.machine() not in ("x86_64", "AMD64"):
+            raise OSError(f"no client-request stub for {platform.machine()}")
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(_CLIENT_REQUEST_X86_64)
+        function = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+        _stub.extend([page, function])
+    words = (ctypes.c_uint64 * 6)(request)
+    return _stub[1](ctypes.addressof(words))
+
+
+def client_requests_work() -> bool:
+    """Whether this machine can issue client requests (the runner then starts callgrind uninstrumented)."""
+    try:
+        return client_request(0) == 0  # natively a no-op
+    except OSError:  # another architecture, or no executable memory
+        return False
+
+
 def main(argv: list[str]) -> None:
-    """In the process valgrind runs: `DATA NAME...` prepares and counts each named workload in turn."""
-    data = Path(argv[0])
-    for name in argv[1:]:
-        counted(WORKLOADS[name](data))
+    """In the process valgrind runs: `DATA [--instrument-counted] NAME...` prepares and counts each workload in turn."""
+    data, names = Path(argv[0]), argv[1:]
+    instrument = INSTRUMENT_COUNTED in names
+    for name in (n for n in names if n != INSTRUMENT_COUNTED):
+        fn = WORKLOADS[name](data)
+        # The collector starts each count from nothing pending: otherwise whether a collection falls in the
+        # counted call depends on what was allocated before it (heartbeat's count moved 1.1% that way).
+        gc.collect()
+        if instrument:
+            client_request(_START_INSTRUMENTATION)
+        counted(fn)
+        if instrument:
+            client_request(_STOP_INSTRUMENTATION)
 
 
 if __name__ == "__main__":
