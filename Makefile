@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	mkdir -p $(MYPY_SRC) && ln -sfn ../../../protocol $(MYPY_SRC)/protocol && ln -sfn ../../../storage $(MYPY_SRC)/storage
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --durations=25
 
 demo: $(STAMP)
 	$(BIN)/groupcoord demo

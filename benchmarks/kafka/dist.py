@@ -8,6 +8,7 @@ about 90 files and 60 MB) come from Maven Central through `mvn dependency:copy-d
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -35,11 +36,26 @@ def jars_dir(version: str = KAFKA_VERSION) -> Path:
 
 
 def ensure_jars(version: str = KAFKA_VERSION) -> Path:
-    """Return the folder of Kafka's jars, fetching them with Maven the first time."""
+    """Return the folder of Kafka's jars, fetching them with Maven the first time.
+
+    Processes that ask at once (two test workers, a benchmark beside the tests) fetch once: the others wait on a
+    lock file beside the jars and then find them.
+    """
     libs = jars_dir(version)
     marker = libs / ".complete"
     if marker.exists():
         return libs
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.with_name("libs.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            _fetch(version, libs)
+            marker.touch()
+    return libs
+
+
+def _fetch(version: str, libs: Path) -> None:
+    """Copy Kafka's runtime jars from Maven into `libs` (through a partial folder, renamed when complete)."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise KafkaJarsUnavailable("Kafka's jars are not cached and `mvn` is not on PATH: install Maven")
@@ -53,8 +69,6 @@ def ensure_jars(version: str = KAFKA_VERSION) -> Path:
         raise KafkaJarsUnavailable(f"mvn failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}")
     shutil.rmtree(libs, ignore_errors=True)
     partial.rename(libs)
-    marker.touch()
-    return libs
 
 
 def classpath(version: str = KAFKA_VERSION) -> str:
