@@ -12,7 +12,7 @@ from rel_chaos import Chaos
 from services import running_service
 
 NAMESPACE = "gc-rel-chaos"
-ROUNDS = 5  # kill rounds, one or two partitions each
+ROUNDS = 4  # kill rounds, one or two partitions each; `python -m benchmarks.chaos` is the long run
 ACKS_BETWEEN = 25  # acknowledged commits before each round: every kill lands under load
 
 

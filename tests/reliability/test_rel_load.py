@@ -18,7 +18,7 @@ from groupcoord.actors.client.admin import AdminClient
 
 NAMESPACE = "gc-rel-load"
 GROUPS, MEMBERS_PER_GROUP, HOSTS = 30, 10, 2
-SESSION_MS, HEARTBEAT_MS, SECONDS = 3_000, 1_000, 12  # four sessions; the soak is the long run
+SESSION_MS, HEARTBEAT_MS, SECONDS = 3_000, 1_000, 7  # over two sessions; the soak is the long run
 
 
 @pytest.fixture(scope="module")
