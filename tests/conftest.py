@@ -57,7 +57,7 @@ def _shutdown_ray_at_end():
         ray.shutdown()
 
 
-def test_group(nodeid: str) -> str:
+def run_group(nodeid: str) -> str:
     """The tests one pytest-xdist worker runs together, in order: a whole module (its module fixtures start once),
     or a whole folder whose tests share a session JVM."""
     parts = Path(nodeid.split("::", 1)[0]).parts
@@ -68,7 +68,7 @@ def test_group(nodeid: str) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
-        group = test_group(item.nodeid)
+        group = run_group(item.nodeid)
         return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: collection order within a rank
@@ -77,13 +77,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist hands out whole groups (test_group), in collection order. (Its own loadgroup does not group
+    """pytest-xdist hands out whole groups (run_group), in collection order. (Its own loadgroup does not group
     on pytest 9, whose node ids it can no longer rewrite.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByTestGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_group(nodeid)
+            return run_group(nodeid)
 
     config.option.loadscopereorder = False
     return ByTestGroup(config, log)
