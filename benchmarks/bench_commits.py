@@ -93,6 +93,7 @@ def _cell_result(runs: list[dict], per_commit: int, duration: float) -> dict:
         "p99_ms": common.percentile(latencies, 99) * 1000,
         "errors": sum(r["errors"] for r in runs),
         "requests_per_call": sum(r.get("requests_per_call", 1.0) for r in runs) / max(1, len(runs)),
+        "start_skew_s": max(r["late_s"] for r in runs),
     }
 
 
@@ -100,7 +101,7 @@ def actor_trial(svc: Any, drivers: list[Any], members: list[clients.MemberRef], 
                 duration: float, coalesce: bool = False) -> dict:
     """Run the clients in the driver processes against the service's partition actors."""
     callers = [common.ActorCaller(h) for h in svc.partitions]
-    start_at = time.time() + 0.5  # time for every driver to receive its share
+    start_at = time.time() + 0.5  # time for every driver to receive its share (a late one shifts its window)
     end_at = start_at + duration
     shares = common.split(members, len(drivers))
     refs = [d.run.remote(clients.commit_loop, callers, share, per_commit, start_at, end_at, coalesce=coalesce)

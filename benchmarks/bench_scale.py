@@ -88,6 +88,7 @@ async def random_commits(state: dict, callers: list, n_clients: int, start_at: f
     members = state["members"]
     callers = [common.CoalescingCaller(c.handle) for c in callers]
     rng = random.Random(seed)
+    start_at, end_at, late_s = common.own_window(start_at, end_at, 0.3)
     await asyncio.sleep(max(0.0, start_at - 0.3 - time.time()))
 
     async def one() -> tuple[int, int, list[float]]:
@@ -109,7 +110,7 @@ async def random_commits(state: dict, callers: list, n_clients: int, start_at: f
 
     results = await asyncio.gather(*(one() for _ in range(n_clients)))
     return {"requests": sum(r[0] for r in results), "errors": sum(r[1] for r in results),
-            "latencies": [x for r in results for x in r[2]]}
+            "latencies": [x for r in results for x in r[2]], "late_s": late_s}
 
 
 def throughput(svc: Any, drivers: list, sz: dict, seed: int) -> dict:
@@ -124,7 +125,8 @@ def throughput(svc: Any, drivers: list, sz: dict, seed: int) -> dict:
     requests = sum(r["requests"] for r in runs)
     latencies = [x for r in runs for x in r["latencies"]]
     return {"commits_per_s": requests * PER_COMMIT / sz["duration"], "errors": sum(r["errors"] for r in runs),
-            "p50_ms": common.percentile(latencies, 50) * 1000, "p99_ms": common.percentile(latencies, 99) * 1000}
+            "p50_ms": common.percentile(latencies, 50) * 1000, "p99_ms": common.percentile(latencies, 99) * 1000,
+            "start_skew_s": max(r["late_s"] for r in runs)}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -143,11 +143,12 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
     `coalesce`, this process's requests to a partition share actor calls through the client's
     RequestCoalescer (BatcherCaller).
     """
-    from benchmarks.common import BatcherCaller
+    from benchmarks.common import BatcherCaller, own_window
 
     coalesced = [BatcherCaller(c.handle) for c in callers] if coalesce else []
     if coalesce:
         callers = coalesced
+    start_at, end_at, late_s = own_window(start_at, end_at, warmup_s)
     await asyncio.sleep(max(0.0, start_at - warmup_s - time.time()))
 
     async def one(m: MemberRef) -> tuple[int, list[float], int, int]:
@@ -179,6 +180,7 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
         c.coalescer.close()
     return {
         "requests_per_call": sent / calls if calls else 1.0,
+        "late_s": late_s,
         "requests": sum(r[0] for r in results),
         "latencies": [x for r in results for x in r[1]],
         "errors": sum(r[2] for r in results),

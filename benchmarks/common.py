@@ -548,6 +548,17 @@ def _kill(drivers: list[Any]) -> None:
         ray.kill(d)
 
 
+def own_window(start_at: float, end_at: float, lead_s: float) -> tuple[float, float, float]:
+    """The counting window [start, end] of a client that wanted `lead_s` of warm-up before `start_at`.
+
+    A client process that gets its work late (a starved Ray worker) keeps the window's length and
+    shifts it, so it always measures as long as the others; the shift is returned as its lateness,
+    for the trial to report how far its clients' windows were apart.
+    """
+    late_s = max(0.0, time.time() + lead_s - start_at)
+    return start_at + late_s, end_at + late_s, late_s
+
+
 def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
     """`items` dealt round-robin into `parts` lists (some may be empty)."""
     out: list[list[Any]] = [[] for _ in range(parts)]
