@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import secrets
 import time
 from collections import deque
@@ -25,7 +26,12 @@ from groupcoord.protocol.shard.clock import CoordinatorClock
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_S = 0.01  # the loop probe's sleep; its oversleep is the loop's lag (100 wake-ups a second)
+PROBE_IDLE_INTERVAL_S = 0.1  # its sleep once no batch has arrived for a lag window (an overdue wake-up counts at once)
 QUEUE_PROBE_INTERVAL_S = 0.05  # pause between the queue probe's calls (one is in flight at a time)
+# The pause once no batch has arrived for a lag window: an idle actor's probe calls through Ray would otherwise cost
+# it a few percent of a core. A batch that arrives ends the pause at once; a starved process is still seen by the
+# loop probe, whose overdue wake-up counts while it is due.
+QUEUE_PROBE_IDLE_INTERVAL_S = 1.0
 # A queue probe's call not running after this long stops counting (a lost call must not freeze coordinator time).
 QUEUE_PROBE_TIMEOUT_S = 30.0
 # The lag is the worst wait seen this recently: after a spike, coordinator time stays that far behind
@@ -33,6 +39,11 @@ QUEUE_PROBE_TIMEOUT_S = 30.0
 LAG_WINDOW_S = 5.0
 THROTTLE_AFTER_MS = 100  # lag past which responses ask clients to back off
 MAX_THROTTLE_MS = 5_000
+
+
+def _monotonic() -> float:
+    # `time` looked up at each call, not bound once: the simulator swaps this module's `time` for its own clock.
+    return time.monotonic()
 
 
 def coordinator_clock() -> CoordinatorClock:
@@ -51,9 +62,9 @@ class LagProbe:
     coordinator time stands still while a queue grows, not only once it has drained.
     """
 
-    def __init__(self, clock: CoordinatorClock, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: CoordinatorClock, monotonic: Callable[[], float] | None = None) -> None:
         self.clock = clock
-        self._now = monotonic  # seconds; tests hand in a clock they move
+        self._now = monotonic or _monotonic  # seconds; tests hand in a clock they move
         self.lag_ms = 0  # the worst wait of the window: what coordinator time subtracts
         self.current_ms = 0  # the latest wait of the probes: what the throttle asks for
         self.max_lag_ms = 0
@@ -65,6 +76,8 @@ class LagProbe:
         self._loop_ms = 0
         self._serving: dict[int, float] = {}  # batches being served: key -> when they arrived (oldest first)
         self._keys = itertools.count()
+        self._last_batch = -math.inf  # when the latest batch arrived
+        self._batch_event: asyncio.Event | None = None  # set by the next batch, while the queue probe idles
 
     def _outstanding_s(self, now: float, batches: bool = True) -> float:
         """How long the work still on its way has waited: the loop probe's overdue wake-up, the queue
@@ -103,8 +116,10 @@ class LagProbe:
 
     async def turn(self) -> None:
         """One loop probe: sleep briefly, note how late it woke (the supervisor runs this again and again)."""
-        self._due = self._now() + PROBE_INTERVAL_S
-        await asyncio.sleep(PROBE_INTERVAL_S)
+        start = self._now()
+        interval = PROBE_INTERVAL_S if self._active(start) else max(PROBE_INTERVAL_S, PROBE_IDLE_INTERVAL_S)
+        self._due = start + interval
+        await asyncio.sleep(interval)
         now = self._now()
         late_s = max(0.0, now - self._due)
         self._loop_ms = int(late_s * 1000)
@@ -136,9 +151,31 @@ class LagProbe:
     def batch_arrived(self) -> int:
         """A batch of requests starts running: it arrived a queue probe's wait ago. Returns its key."""
         key = next(self._keys)
-        self._serving[key] = self._now() - self.queue_ms / 1000
+        now = self._now()
+        self._serving[key] = now - self.queue_ms / 1000
+        self._last_batch = now
+        if self._batch_event is not None:
+            self._batch_event.set()
         self.refresh()
         return key
+
+    def _active(self, now: float) -> bool:
+        """Whether a batch arrived within the last lag window (the probes then run at their short intervals)."""
+        return now - self._last_batch < LAG_WINDOW_S
+
+    async def queue_probe_pause(self) -> None:
+        """The pause before the next queue probe: short while batches arrive, long once none has for a lag window,
+        and ended at once by the next batch."""
+        if self._active(self._now()):
+            await asyncio.sleep(QUEUE_PROBE_INTERVAL_S)
+            return
+        self._batch_event = event = asyncio.Event()
+        try:
+            await asyncio.wait_for(event.wait(), QUEUE_PROBE_IDLE_INTERVAL_S)
+        except TimeoutError:
+            pass
+        finally:
+            self._batch_event = None
 
     def batch_served(self, key: int) -> None:
         """Every request of the batch `key` has run: note how long its last one waited."""
@@ -161,4 +198,4 @@ async def queue_probe_turn(probe: LagProbe, call: Callable[[str], Awaitable[Any]
         log.warning("the queue probe's call did not run within %.0f s", QUEUE_PROBE_TIMEOUT_S)
     finally:
         probe.queue_call_abandoned()
-    await asyncio.sleep(QUEUE_PROBE_INTERVAL_S)
+    await probe.queue_probe_pause()

@@ -8,7 +8,9 @@ No sleeps: the probe reads a clock the tests move.
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
+from groupcoord.actors.service import overload
 from groupcoord.actors.service.overload import LAG_WINDOW_S, QUEUE_PROBE_TIMEOUT_S, LagProbe, queue_probe_turn
 from groupcoord.protocol import ManualClock
 from groupcoord.protocol.shard.clock import CoordinatorClock
@@ -93,3 +95,41 @@ def test_the_queue_probe_turn_sends_a_counted_call_and_forgets_it_once_done():
 
     asyncio.run(turns())
     assert len(sent) == 2 and probe.queue_ms == 250 and probe.behind_ms() == 250
+
+
+def test_an_idle_actor_probes_its_queue_seldom_and_the_next_batch_ends_the_pause(monkeypatch):
+    monkeypatch.setattr(overload, "QUEUE_PROBE_IDLE_INTERVAL_S", 600.0)  # only a batch can end the pause in time
+    probe, _now, _clock, _base = _probe()
+
+    async def idle_then_a_batch() -> None:
+        pause = asyncio.ensure_future(probe.queue_probe_pause())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not pause.done()  # no batch for a lag window: the probe waits for work
+        probe.batch_served(probe.batch_arrived())
+        await asyncio.wait_for(pause, 60)
+
+    asyncio.run(idle_then_a_batch())
+
+
+def test_while_batches_arrive_the_queue_probe_pauses_briefly(monkeypatch):
+    monkeypatch.setattr(overload, "QUEUE_PROBE_IDLE_INTERVAL_S", 600.0)
+    probe, now, _clock, _base = _probe()
+    probe.batch_served(probe.batch_arrived())
+    now.t += LAG_WINDOW_S / 2  # still within the window of the last batch
+
+    async def pause() -> None:
+        await asyncio.wait_for(probe.queue_probe_pause(), 60)  # QUEUE_PROBE_INTERVAL_S, not the idle pause
+
+    asyncio.run(pause())
+
+
+def test_the_probe_reads_the_clock_of_its_module_at_each_call(monkeypatch):
+    # The simulator swaps overload's `time` for simulated time once the probe's class exists: the machine's clock
+    # must not leak into a simulated run through a clock bound when the class was defined.
+    now = _Seconds()
+    monkeypatch.setattr(overload, "time", SimpleNamespace(monotonic=now))
+    probe = LagProbe(CoordinatorClock(ManualClock(1_000_000)))
+    probe.batch_arrived()
+    now.t += 2.0
+    assert probe.behind_ms() == 2000
