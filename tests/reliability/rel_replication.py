@@ -319,15 +319,18 @@ class NodeChaos(ReplicaFaults, Chaos):
 
         wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2, state)
 
-    def kill_some(self, overlap: bool = False) -> None:
+    def kill_some(self, overlap: bool = False, only: list[str] | None = None) -> None:
         """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node); with
         `overlap`, faults that overlap too: a loss during a leader's or a follower's pause, the router restarted
         during the repair after a loss, a live replica's directory wiped (a leader's a third of the time, and
         half the time while another partition's leader is paused), a follower's disk full. Afterwards the
-        replicas' logs are compared below their watermarks and the voters checked (see check_replicas)."""
+        replicas' logs are compared below their watermarks and the voters checked (see check_replicas). `only`
+        limits the draw to the kinds it names."""
         kinds = {"pause_leader": 1, "lose_node": 1} if not overlap else {
             "pause_and_lose": 1, "pause_follower_and_lose_leader": 1, "router_restart_in_repair": 1, "wipe": 1,
             "disk_full": 1, "pause_leader": 1, "lose_node": 2}
+        if only:
+            kinds = {k: w for k, w in kinds.items() if k in only}
         kind = self.rng.choices(list(kinds), list(kinds.values()))[0]
         losses: dict[str, Callable[[], str]] = {"lose_node": self.lose_node, "pause_and_lose": self.pause_and_lose,
                                                 "pause_follower_and_lose_leader": self.pause_follower_and_lose_leader}
