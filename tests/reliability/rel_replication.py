@@ -124,7 +124,7 @@ class NodeChaos(ReplicaFaults, Chaos):
         self.storage = storage
         self.disks = cluster.disks
         self.reads = ReadHistory()
-        self.admin = RecordingAdmin(svc, self.reads, TOPIC, self.topic_partitions, request_timeout_ms=4_000)
+        self.admin = RecordingAdmin(svc, self.reads, TOPIC, self.topic_partitions)  # Chaos's default timeouts
         self.reader = Reader(RecordingAdmin(svc, self.reads, TOPIC, self.topic_partitions, request_timeout_ms=4_000),
                              self.group_ids)
         self.logs = LogAgreement(storage, svc.num_partitions)

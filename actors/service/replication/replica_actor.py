@@ -352,7 +352,7 @@ class ReplicaActor(GroupApi):
     async def _accept_epoch(self, epoch: int) -> FollowerAnswer | None:
         """None when a leader of `epoch` may ship to us (promising it if it is new), else the refusal."""
         if self.lost:
-            return FollowerAnswer(retry=True)  # nothing of ours may count: repair replaces this replica
+            return FollowerAnswer(retry=True, lost=True)  # nothing of ours may count: repair replaces this replica
         if self.runtime is not None:
             if epoch <= self.rlog.epoch:
                 return FollowerAnswer(fenced=self.rlog.epoch)
@@ -437,6 +437,13 @@ class ReplicaActor(GroupApi):
         await self.loop.run_in_executor(None, self.rlog.add_learner, replica_id, handle)
         return True
 
+    async def drop_learner(self, replica_id: str) -> bool:
+        """As leader, stop copying the log to a learner that repair gave up (False when not leading)."""
+        if self.runtime is None:
+            return False
+        await self.loop.run_in_executor(None, self.rlog.drop_learner, replica_id)
+        return True
+
     async def promote(self, replica_id: str, replaces: str) -> bool:
         """As leader, count a learner's acks in place of the lost `replaces` (False if not yet; see rlog.promote)."""
         if self.runtime is None:
@@ -462,6 +469,7 @@ class ReplicaActor(GroupApi):
             "lags": self.rlog.lags() if leading else {},
             "in_sync": self.rlog.in_sync() if leading else [],
             "learners": self.rlog.learners() if leading else [],
+            "lost_followers": self.rlog.lost_followers() if leading else [],
         }
 
     async def status(self) -> dict:
