@@ -9,7 +9,8 @@ time both at once: a node hosting a leader (often the paused partition's new one
 leader is still paused, or while a follower of the lost leader is paused (no majority until it
 resumes); and faults of storage and of the router: the router restarted during the repair after a
 loss, a live replica's directory wiped (a leader's a third of the time, half the time while another
-partition's leader is paused), a follower's disk full (a real ENOSPC on a tmpfs). Afterwards no
+partition's leader is paused), a learner's directory wiped while it catches up, a follower's disk full
+(a real ENOSPC on a tmpfs). Afterwards no
 acknowledged commit may be lost, the paused leaders must have acknowledged nothing, no offset fetch
 may have gone back, the replicas must agree below their watermarks, the voters must agree after every
 repair, and every group must end Stable. Exits 1 if not.
@@ -26,7 +27,8 @@ import time
 from benchmarks import long_runs
 
 NAMESPACE = "gc-bench-replication-chaos"
-LOSSES = ("lose_node", "pause_and_lose", "pause_follower_and_lose_leader", "router_restart_in_repair")
+LOSSES = ("lose_node", "pause_and_lose", "pause_follower_and_lose_leader", "router_restart_in_repair",
+          "wipe_learner_in_repair")
 RESULT = long_runs.ROOT / "benchmarks" / "results" / "replication-chaos.json"
 
 

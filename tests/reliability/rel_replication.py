@@ -323,12 +323,13 @@ class NodeChaos(ReplicaFaults, Chaos):
         """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node); with
         `overlap`, faults that overlap too: a loss during a leader's or a follower's pause, the router restarted
         during the repair after a loss, a live replica's directory wiped (a leader's a third of the time, and
-        half the time while another partition's leader is paused), a follower's disk full. Afterwards the
+        half the time while another partition's leader is paused), a learner's directory wiped during the repair
+        after a loss, a follower's disk full. Afterwards the
         replicas' logs are compared below their watermarks and the voters checked (see check_replicas). `only`
         limits the draw to the kinds it names."""
         kinds = {"pause_leader": 1, "lose_node": 1} if not overlap else {
             "pause_and_lose": 1, "pause_follower_and_lose_leader": 1, "router_restart_in_repair": 1, "wipe": 1,
-            "disk_full": 1, "pause_leader": 1, "lose_node": 2}
+            "wipe_learner_in_repair": 1, "disk_full": 1, "pause_leader": 1, "lose_node": 2}
         if only:
             kinds = {k: w for k, w in kinds.items() if k in only}
         kind = self.rng.choices(list(kinds), list(kinds.values()))[0]
@@ -343,11 +344,13 @@ class NodeChaos(ReplicaFaults, Chaos):
         else:
             if kind == "router_restart_in_repair":
                 self.restart_router_during_repair(losses[self.rng.choice(list(losses))])
+            elif kind == "wipe_learner_in_repair":
+                self.wipe_learner_in_repair(self.lose_node)
             else:
                 losses[kind]()
             self.cluster.add_node(num_cpus=1)
             self.wait_repaired()
-        if kind not in ("wipe", "disk_full", "router_restart_in_repair"):
+        if kind not in ("wipe", "disk_full", "router_restart_in_repair", "wipe_learner_in_repair"):
             self._count(kind)
         self.check_replicas()
 

@@ -94,7 +94,7 @@ class ReplicaFaults:
     disks: NodeDisks
 
     def _init_faults(self) -> None:
-        self.wipes: dict[str, int] = {"follower": 0, "leader": 0, "during_a_pause": 0}
+        self.wipes: dict[str, int] = {"follower": 0, "leader": 0, "during_a_pause": 0, "learner_in_repair": 0}
         self.router_restarts: dict[str, int] = {"learner_recorded": 0, "learner_catching_up": 0}
         self.full_disks: dict[str, int] = {"tmpfs": 0, "rlimit": 0, "follower_restarts": 0, "acks_while_full": 0}
         self.fault_kinds: dict[str, int] = {}
@@ -130,6 +130,47 @@ class ReplicaFaults:
         self.wait_repaired()
         self.check_after_restart([p])
         return rid
+
+    def wipe_learner_in_repair(self, lose: Callable[[], str]) -> str:
+        """Overlapping faults: run `lose` (a node loss), and once the router has created a learner for a lost
+        replica, delete the learner's directory while it catches up: it must be ended and replaced (never waited
+        for), and the repair must complete. Returns the lost node."""
+        wiped: list[str] = []
+        watcher = threading.Thread(target=self._wipe_a_learner, args=(wiped,), name="learner-wiper", daemon=True)
+        watcher.start()
+        try:
+            node = lose()
+        finally:
+            watcher.join(180)
+        assert wiped, "no learner was seen, so none was wiped"
+        self.wipes["learner_in_repair"] += 1
+        self._count("wipe_learner_in_repair")
+        head = self.cluster.head_node.node_id
+        wait_for(lambda: all(v[0] != wiped[0] for p in read_placement(self.storage, head)["partitions"] for v in p),
+                 120, f"the wiped learner {wiped[0]} to be gone from the voters", 0.2)
+        return node
+
+    def _wipe_a_learner(self, wiped: list[str]) -> None:
+        """Delete the directory of the first learner the router records, once the learner has made it."""
+        head = self.cluster.head_node.node_id
+
+        def learner_dir() -> tuple[str, Path] | None:
+            with contextlib.suppress(OSError, ValueError):  # the placement file being replaced
+                for p, (_, rid, node, _) in read_placement(self.storage, head).get("learners", {}).items():
+                    directory = partition_dir(self.storage, node, int(p))
+                    if directory.exists():
+                        return rid, directory
+            return None
+
+        try:
+            rid, directory = wait_for(learner_dir, 150, "a learner's directory", 0.02)
+        except AssertionError:
+            return
+        for _ in range(10):
+            shutil.rmtree(directory, ignore_errors=True)
+            if not directory.exists():
+                break
+        wiped.append(rid)
 
     # --- the router restarted during a repair ---------------------------------------------------------
 
