@@ -324,9 +324,8 @@ class NodeChaos(ReplicaFaults, Chaos):
         `overlap`, faults that overlap too: a loss during a leader's or a follower's pause, the router restarted
         during the repair after a loss, a live replica's directory wiped (a leader's a third of the time, and
         half the time while another partition's leader is paused), a learner's directory wiped during the repair
-        after a loss, a follower's disk full. Afterwards the
-        replicas' logs are compared below their watermarks and the voters checked (see check_replicas). `only`
-        limits the draw to the kinds it names."""
+        after a loss, a follower's disk full. Afterwards the replicas' logs are compared below their watermarks
+        and the voters checked (see check_replicas). `only` limits the draw to the kinds it names."""
         kinds = {"pause_leader": 1, "lose_node": 1} if not overlap else {
             "pause_and_lose": 1, "pause_follower_and_lose_leader": 1, "router_restart_in_repair": 1, "wipe": 1,
             "wipe_learner_in_repair": 1, "disk_full": 1, "pause_leader": 1, "lose_node": 2}
