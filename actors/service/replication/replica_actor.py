@@ -124,6 +124,10 @@ class ReplicaActor(GroupApi):
         # one reopened from the placement (not created): a lost incarnation before it may have made the
         # directory again, empty (a router restarted mid-repair reopened such a replica, and it voted: seed 600).
         self.lost = (restarted or not create_root) and not (self.directory / CHECKPOINT_FILE).exists()
+        # A new replica (a repair's learner) has held nothing yet: a directory of its node's root that went missing
+        # (wiped before it started) is made again, empty, instead of failing its constructor (Ray never restarts an
+        # actor whose constructor raised: its repair would wait for it forever).
+        self._new = create_root and not restarted
         if self.lost:
             log.error("partition %d: replica %s restarted without its storage; it waits to be replaced",
                       partition, replica_id)
@@ -161,8 +165,8 @@ class ReplicaActor(GroupApi):
     # --- the local log and the standby shard ---------------------------------------------------------
 
     def _open(self, reset_standby: bool) -> None:
-        if self.lost:
-            makedirs_durably(self.root.files, self.directory)  # an empty log, which never votes or counts
+        if self.lost or self._new:
+            makedirs_durably(self.root.files, self.directory)  # an empty log, which never votes or counts yet
         plog = self.root.open_partition(self.partition, sync=self.spec.fsync, **self.spec.log.options())
         self.state = self.checkpoint.read().truncated(plog.end_offset)
         if reset_standby:
