@@ -27,6 +27,8 @@ import ray
 from rel_replication_checks import partition_dir, read_placement, replica_roles
 from waiting import wait_for
 
+from groupcoord.storage.epoch_checkpoint import CHECKPOINT_FILE
+
 TMPFS_SIZE = "128m"
 
 
@@ -151,14 +153,19 @@ class ReplicaFaults:
         return node
 
     def _wipe_a_learner(self, wiped: list[str]) -> None:
-        """Delete the directory of the first learner the router records, once the learner has made it."""
+        """Delete the directory of the first learner the router records: half the time as soon as it exists (a
+        node's root makes every partition's directory, so often before the learner starts), else once the learner
+        has written its epoch checkpoint there (it runs, and its next write fails)."""
         head = self.cluster.head_node.node_id
+        started = self.rng.random() < 0.5
+        self.wipes["learner_started" if started else "learner_starting"] = \
+            self.wipes.get("learner_started" if started else "learner_starting", 0) + 1
 
         def learner_dir() -> tuple[str, Path] | None:
             with contextlib.suppress(OSError, ValueError):  # the placement file being replaced
                 for p, (_, rid, node, _) in read_placement(self.storage, head).get("learners", {}).items():
                     directory = partition_dir(self.storage, node, int(p))
-                    if directory.exists():
+                    if (directory / CHECKPOINT_FILE).exists() if started else directory.exists():
                         return rid, directory
             return None
 
