@@ -16,6 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from sim_run import sim_spec
 
 from groupcoord.actors.service.replication.replica_actor import ReplicaActor
@@ -80,3 +81,24 @@ def test_a_reopened_replica_without_its_directory_comes_back_lost(tmp_path) -> N
     directory = _root_without_partition_0(tmp_path)
     role = _start(tmp_path, create_root=False, restarted=False)
     assert role["lost"] and not (directory / CHECKPOINT_FILE).exists()
+
+
+class Exited(Exception):
+    """The replica ended its process (transport.exit)."""
+
+
+class ExitingTransport(NodeTransport):
+    def exit(self, code: int):
+        raise Exited(code)
+
+
+def test_a_storage_error_while_opening_ends_the_process_instead_of_the_constructor_raising(tmp_path) -> None:
+    directory = _root_without_partition_0(tmp_path)
+    directory.write_text("not a directory")  # opening the log fails with an OSError
+    spec = dataclasses.replace(sim_spec(tmp_path), namespace=None)
+
+    async def construct() -> None:
+        ReplicaActor(0, spec, "0-2.1", 2, create_root=True, transport=ExitingTransport(restarted=False))
+
+    with pytest.raises(Exited):  # Ray restarts an actor whose process ended, never one whose constructor raised
+        asyncio.run(construct())

@@ -140,7 +140,10 @@ class ReplicaActor(GroupApi):
         # A follower has no runtime yet: its telemetry gets the leader's runtime when it leads.
         end_offsets = RouterLink(spec.namespace).topic_metadata if spec.namespace is not None else None
         self.telemetry = PartitionTelemetry(partition, None, self.spec.observability, end_offsets)
-        self._open(reset_standby=True)
+        # A storage error here ends the process like any other (Ray restarts it, and it comes back lost if its
+        # storage is gone): raised from the constructor, it would end the actor for good (Ray never restarts an
+        # actor whose constructor raised), and repair would wait for it forever (a directory wiped as it opened).
+        self._storage_call(self._open, True)
         if not self.lost and not self.checkpoint.path.exists():
             self._storage_call(self.checkpoint.write, self.state)  # from now on, a restart without it means lost
         self.synced_epoch: int | None = None  # the epoch whose leader this log was truncated against
