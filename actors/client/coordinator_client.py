@@ -117,12 +117,17 @@ class CoordinatorClient:
     def rediscover(self, timeout_s: float | None = None) -> None:
         """Ask the router for the group's coordinator again (waiting at most `timeout_s`, or the request timeout)."""
         try:
-            self.partition, self.handle = ray.get(
+            partition, handle = ray.get(
                 self.service.router.find_coordinator.remote(self.group_id),
                 timeout=timeout_s if timeout_s is not None else self.request_timeout_s,
             )
         except (*ACTOR_ERRORS, ray.exceptions.GetTimeoutError) as e:
             log.debug("router unreachable while finding the coordinator of %s: %r", self.group_id, e)
+            return
+        if handle is None:  # no leader right now (an election without a majority yet): keep asking the old one
+            log.debug("no coordinator of %s known to the router yet", self.group_id)
+            return
+        self.partition, self.handle = partition, handle
 
     def call_once(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
         """One call to the coordinator; actor failures and timeouts raise.
@@ -131,6 +136,10 @@ class CoordinatorClient:
         requests to the same partition actor (see coalescer); joins and syncs go alone.
         """
         timeout_s = timeout_s if timeout_s is not None else self.request_timeout_s
+        if self.handle is None:
+            self.rediscover(timeout_s)
+            if self.handle is None:
+                raise CoordinatorUnavailableError(f"no coordinator of group {self.group_id!r} is known yet")
         response = wait_answer(self._send(method, request), timeout_s)
         if method not in COALESCED_APIS:  # the coalescer waits out its own throttle times
             honour_throttle(response)
@@ -172,6 +181,12 @@ class CoordinatorClient:
                     + self._failure_hint()
                 )
             try:
+                if self.handle is None:  # none was known when this client started: ask until one is
+                    self.rediscover(max(_MIN_WAIT_S, deadline - time.monotonic()))
+                    if self.handle is None:
+                        attempt += 1
+                        self.sleep_backoff(attempt, deadline)
+                        continue
                 if pending is None:
                     pending, sent_to = self._send(method, request), self.handle
                 response = wait_answer(pending, min(remaining, LEADER_CHECK_S))

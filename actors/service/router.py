@@ -7,6 +7,7 @@ partition actor directly; they come back here for admin calls and topic metadata
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -136,13 +137,23 @@ class RouterActor(RouterSecurity):
             "error": self.error,
         }
 
+    async def _leaders_learnt(self) -> None:
+        """With replication, wait until a (re)started router has learnt each partition's leader from the replicas
+        (or elected one): until then it knows none, and must not hand out None for an actor."""
+        if self.replication is not None and not self.replication.ready.done():
+            with contextlib.suppress(Exception):  # a failed bootstrap is the repair loop's to report
+                await asyncio.shield(self.replication.ready)
+
     async def partition_handles(self) -> list:
-        """The partition actors, by partition index."""
+        """The partition actors, by partition index (None for a partition without a leader now)."""
+        await self._leaders_learnt()
         return list(self.partitions)
 
     async def find_coordinator(self, group_id: str) -> tuple[int, Any]:
-        """The partition that owns `group_id` and its actor (Kafka's FindCoordinator)."""
+        """The partition that owns `group_id` and its actor (Kafka's FindCoordinator); None for the actor while the
+        partition has no leader (an election without a majority yet)."""
         p = partition_for(group_id, self.num_partitions)
+        await self._leaders_learnt()
         return p, self.partitions[p]
 
     async def wait_ready(self, timeout_s: float = 120.0) -> bool:

@@ -1,9 +1,11 @@
 """Node losses under load for a replicated service, on a ray.cluster_utils.Cluster with one disk per node.
 
-Used by test_rel_replication_ray.py (a few losses) and benchmarks/bench_replication.py (long runs).
-The events are: removing a worker node (its storage directory deleted with it) and pausing a
-leader's process (SIGSTOP) until another replica leads, then resuming it (SIGCONT). The Chaos
-ledger checks every acknowledged commit afterwards.
+Used by test_rel_replication_ray.py (a few losses) and benchmarks/replication_chaos.py (long runs).
+The events are: removing a worker node (its storage directory deleted with it), pausing a leader's
+process (SIGSTOP) until another replica leads, then resuming it (SIGCONT), and (rel_replication_faults.py)
+a live replica's directory wiped, the router restarted during a repair, a follower's disk full. The Chaos
+ledger checks every acknowledged commit afterwards; rel_replication_checks.py adds that reads never go
+back, that replicas agree below the high watermark, and that the voters agree after each repair.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import os
 import shutil
 import signal
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import ray
 from ray.cluster_utils import Cluster
-from rel_chaos import Chaos
+from rel_chaos import TOPIC, Chaos
+from rel_replication_checks import LogAgreement, Reader, ReadHistory, RecordingAdmin, voter_problems
+from rel_replication_faults import NodeDisks, ReplicaFaults
 from waiting import wait_for
 
 from groupcoord.actors import Observability, start, stop
@@ -28,23 +32,39 @@ from groupcoord.protocol.messages import OffsetCommitRequest
 ZOMBIE_TP = TopicPartition("zombie", 0)
 
 
+class DiskCluster(Cluster):
+    """A ray.cluster_utils.Cluster whose worker nodes each get their storage root on a small tmpfs as they join
+    (see NodeDisks), so that a node's disk can fill up."""
+
+    def __init__(self, storage: str, **kw: Any) -> None:
+        self.disks = NodeDisks(storage)
+        super().__init__(**kw)
+
+    def add_node(self, *args: Any, **kw: Any) -> Any:
+        """Cluster.add_node, then a tmpfs for a worker node's storage root."""
+        node = super().add_node(*args, **kw)
+        if node is not self.head_node:
+            self.disks.add(node.node_id)
+        return node
+
+
 @contextlib.contextmanager
 def replicated_cluster(
     tmp_path: Any, namespace: str, workers: int, num_partitions: int, factor: int = 3
-) -> Iterator[tuple[Cluster, Any, str]]:
+) -> Iterator[tuple[DiskCluster, Any, str]]:
     """A fresh Ray cluster (head + `workers`), a service with `factor` replicas per partition on it; torn down after."""
     if ray.is_initialized():
         ray.shutdown()  # these tests need a cluster of their own
+    storage = os.path.join(str(tmp_path), "{node_id}")
     # Every node exports metrics on its own port, each report interval (short here, for the scrapes). The GCS
     # declares a removed node dead after 4 failed health checks 0.5 s apart (Ray's default: 5 checks 3 s apart),
     # so that repairs start within seconds; a slow node's check still has Ray's 10 s timeout to answer.
-    cluster = Cluster(initialize_head=True, head_node_args={
+    cluster = DiskCluster(storage, initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "_system_config": {
             "metrics_report_interval_ms": 500, "health_check_period_ms": 500, "health_check_failure_threshold": 4}})
     for _ in range(workers):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    storage = os.path.join(str(tmp_path), "{node_id}")
     try:
         ray.init(address=cluster.address, namespace=namespace, log_to_driver=False)
         svc = start(
@@ -62,6 +82,7 @@ def replicated_cluster(
             stop(namespace)
         ray.shutdown()
         cluster.shutdown()
+        cluster.disks.release_all()
 
 
 def metrics_ports() -> list[int]:
@@ -92,14 +113,23 @@ def epochs(svc: Any) -> list[int]:
     return [d.leader_epoch for d in svc.describe_partitions()]
 
 
-class NodeChaos(Chaos):
-    """Chaos whose faults are node losses (with their disks) and paused leaders, instead of actor kills."""
+class NodeChaos(ReplicaFaults, Chaos):
+    """Chaos whose faults are node losses (with their disks), paused leaders, wiped directories, full disks and
+    router restarts, instead of actor kills; every offset fetch is checked never to go back."""
 
-    def __init__(self, cluster: Cluster, svc: Any, storage: str, **kw: Any) -> None:
+    def __init__(self, cluster: DiskCluster, svc: Any, storage: str, **kw: Any) -> None:
         kw.setdefault("request_timeouts_ms", (4_000, 1_500))
         super().__init__(svc, **kw)
         self.cluster = cluster
         self.storage = storage
+        self.disks = cluster.disks
+        self.reads = ReadHistory()
+        self.admin = RecordingAdmin(svc, self.reads, TOPIC, self.topic_partitions)  # Chaos's default timeouts
+        self.reader = Reader(RecordingAdmin(svc, self.reads, TOPIC, self.topic_partitions, request_timeout_ms=4_000),
+                             self.group_ids)
+        self.logs = LogAgreement(storage, svc.num_partitions)
+        self.voter_problems: list[str] = []
+        self._init_faults()
         self.node_losses = 0
         self.lost_nodes: list[str] = []
         self.pauses = 0
@@ -159,6 +189,7 @@ class NodeChaos(Chaos):
         self.cluster.remove_node(workers[node_id], allow_graceful=False)
         self.lost_nodes.append(node_id)
         shutil.rmtree(self.storage.replace("{node_id}", node_id), ignore_errors=True)
+        self.disks.release(node_id)
         if not hit:
             self.follower_losses += 1
         return hit, before, started
@@ -288,22 +319,60 @@ class NodeChaos(Chaos):
 
         wait_for(repaired, timeout_s, "every partition's lost replicas to be replaced and in sync", 0.2, state)
 
-    def kill_some(self, overlap: bool = False) -> None:
+    def kill_some(self, overlap: bool = False, only: list[str] | None = None) -> None:
         """One fault: a pause of a random leader, or the loss of a node hosting a leader (see lose_node); with
-        `overlap`, a third of the time two at once (half of those pause_and_lose, half
-        pause_follower_and_lose_leader)."""
-        draw = self.rng.random()
-        if overlap and draw < 1 / 6:
-            self.pause_and_lose()
-        elif overlap and draw < 1 / 3:
-            self.pause_follower_and_lose_leader()
-        elif draw < (2 / 3 if overlap else 1 / 2):
+        `overlap`, faults that overlap too: a loss during a leader's or a follower's pause, the router restarted
+        during the repair after a loss, a live replica's directory wiped (a leader's a third of the time, and
+        half the time while another partition's leader is paused), a learner's directory wiped during the repair
+        after a loss, a follower's disk full. Afterwards the replicas' logs are compared below their watermarks
+        and the voters checked (see check_replicas). `only` limits the draw to the kinds it names."""
+        kinds = {"pause_leader": 1, "lose_node": 1} if not overlap else {
+            "pause_and_lose": 1, "pause_follower_and_lose_leader": 1, "router_restart_in_repair": 1, "wipe": 1,
+            "wipe_learner_in_repair": 1, "disk_full": 1, "pause_leader": 1, "lose_node": 2}
+        if only:
+            kinds = {k: w for k, w in kinds.items() if k in only}
+        kind = self.rng.choices(list(kinds), list(kinds.values()))[0]
+        losses: dict[str, Callable[[], str]] = {"lose_node": self.lose_node, "pause_and_lose": self.pause_and_lose,
+                                                "pause_follower_and_lose_leader": self.pause_follower_and_lose_leader}
+        if kind == "pause_leader":
             self.pause_leader(self.rng.randrange(self.svc.num_partitions))
-            return
+        elif kind == "wipe":
+            self.wipe_replica(leader=self.rng.random() < 1 / 3, during_a_pause=self.rng.random() < 0.5)
+        elif kind == "disk_full":
+            self.fill_follower_disk()
         else:
-            self.lose_node()
-        self.cluster.add_node(num_cpus=1)
+            if kind == "router_restart_in_repair":
+                self.restart_router_during_repair(losses[self.rng.choice(list(losses))])
+            elif kind == "wipe_learner_in_repair":
+                self.wipe_learner_in_repair(self.lose_node)
+            else:
+                losses[kind]()
+            self.cluster.add_node(num_cpus=1)
+            self.wait_repaired()
+        if kind not in ("wipe", "disk_full", "router_restart_in_repair", "wipe_learner_in_repair"):
+            self._count(kind)
+        self.check_replicas()
+
+    def check_replicas(self, full: bool = False) -> None:
+        """Compare the replicas' logs below their watermarks (what is new since the last check, or everything
+        with `full`) and, once every partition is repaired, that the voters agree (see rel_replication_checks)."""
+        self.logs.check(full)
         self.wait_repaired()
+        last: list[str] = []
+
+        def agreed() -> bool:
+            last[:] = voter_problems(self.svc, self.storage, self.cluster.head_node.node_id)
+            return not last
+
+        # Right after a promotion the leader and the router may answer a moment apart: agreement within 60 s.
+        with contextlib.suppress(AssertionError):
+            wait_for(agreed, 60, "the placement, the router and the leaders to agree on the voters", 0.2)
+        self.voter_problems += last
+
+    def close(self) -> None:
+        """Stop the reader, then stop and close every member."""
+        self.reader.stop()
+        super().close()
 
     def restart_all(self) -> None:
         """Kill every leader's actor at once (Ray restarts them as followers) and wait for new leaders."""

@@ -2,11 +2,13 @@
 
 Members keep committing while a node hosting a leader is removed and its storage directory
 deleted: once while a deposed leader is paused (SIGSTOP, then SIGCONT once another replica
-leads), once while a follower of the lost leader is paused (no majority until it resumes). Afterwards
-every acknowledged commit is returned, the deposed leader acknowledged nothing, and every group
-stayed Stable throughout: its members kept heartbeating through each leader change (each far
-shorter than their session timeout), so none was expired and no generation changed. The long run
-(>= 30 node losses) is `python -m benchmarks replication`.
+leads), once while a follower of the lost leader is paused (no majority until it resumes) and, during
+the repair that follows, the router is restarted. Afterwards every acknowledged commit is returned, the
+deposed leader acknowledged nothing, no offset fetch went back, the replicas agree below their high
+watermarks, the voters agree after each repair, and every group stayed Stable throughout: its members
+kept heartbeating through each leader change (each far shorter than their session timeout), so none
+was expired and no generation changed. The long run (>= 30 node losses, with wiped directories and
+full disks too) is `python -m benchmarks replication-chaos`.
 """
 
 from __future__ import annotations
@@ -100,15 +102,18 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
                 m.committing.set()
             _commit_more(chaos)
             # Overlapping faults, each time with a node hosting a leader lost with its disk (a fresh node joins):
-            # first while a deposed leader is still paused, then while a follower of the lost leader is paused.
+            # first while a deposed leader is still paused, then while a follower of the lost leader is paused,
+            # with the router restarted during the repair that loss starts.
             lost = []
-            for overlapped in (chaos.pause_and_lose, chaos.pause_follower_and_lose_leader):
+            for overlapped in (chaos.pause_and_lose, lambda: chaos.restart_router_during_repair(
+                    chaos.pause_follower_and_lose_leader)):
                 lost.append(overlapped())
                 cluster.add_node(num_cpus=1)
                 _commit_more(chaos)
-                chaos.wait_repaired()
+                chaos.check_replicas()
             chaos.finish()
             final = _generations(chaos)
+            chaos.check_replicas(full=True)
         finally:
             chaos.close()
         report = chaos.report
@@ -123,6 +128,12 @@ def test_rel_replication_survives_node_losses_and_a_paused_leader(tmp_path) -> N
         assert {f["lost_node"] for f in chaos.failovers} <= set(lost) and len(set(lost)) == LOSSES
         assert not chaos.zombie_acks, chaos.zombie_acks
         assert not chaos.minority_leaders, chaos.minority_leaders
+        assert sum(chaos.router_restarts.values()) == 1, chaos.router_restarts
+        assert not chaos.voter_problems, chaos.voter_problems
+        assert not chaos.logs.disagreements, chaos.logs.disagreements
+        assert chaos.logs.records_compared > 0 and chaos.logs.replica_checks >= 3 * 2, chaos.logs.records_compared
+        assert not chaos.reads.went_back, chaos.reads.went_back
+        assert chaos.reads.reads > 0
         assert report.restart_partitions_checked > 0 and report.partitions_checked == 3 * 4
         assert report.final_restart_checked
         assert final == settled, "a group rebalanced during a failover"

@@ -5,7 +5,10 @@ promote it only when a repair pass happened to find it exactly at the watermark,
 tens of seconds on a busy cluster. A learner now becomes a voter once the new set of voters holds every
 acknowledged write on enough replicas (Raft's rule for learners); the second schedule is the overlap
 that rule exists for, and the break 'learner-votes-early' of the mutation table, which 10,000 random
-schedules did not catch, fails it.
+schedules did not catch, fails it. The last two are learners that lose their storage: one whose disk
+was full as it started (its first epoch checkpoint failed, so it came back without storage and refused
+every record: the repair waited for it forever; found while adding the disk-full and wiped-directory faults
+to the Ray-level chaos of issue 27), and one whose directory was wiped while it caught up.
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ def _learner_promoted_then_leader_lost(s) -> list[str]:
     w.crash(leader.name, restart=False)
     w.resume(paused.name)
     w.slow.clear()
+    # Every key is read as soon as a new leader serves: the clients' later commits would hide a lost one.
+    w.run_until(w.now + 10.0, stop=lambda: any(p.alive and p.obj is not None and p.obj.runtime is not None
+                                               for p in s.replicas()))
+    s.final_reads()
     w.run_until(w.now + 10.0)
     s.final_reads()
     s.check_logs()
@@ -83,3 +90,58 @@ def test_a_learner_votes_only_once_no_acknowledged_write_depends_on_the_replica_
     with MUTATIONS["learner-votes-early"][1](), open_schedule(11, tmp_path / "mutated") as s:
         violations = _learner_promoted_then_leader_lost(s)
     assert violations, "a learner voting before the new voters hold the watermark went unnoticed"
+
+
+def _repair_with_a_lost_learner(s, wipe: bool) -> tuple[list[str], list[str], set[str]]:
+    """A follower's node lost; the learner replacing it loses its storage (its disk full as it starts, or with
+    `wipe` its directory wiped once it holds records). Returns the voters before and after 20 simulated seconds
+    and the ids of the replicas that answered as lost."""
+    w = s.world
+    w.run_until(3.0)
+    leader = s.leader()
+    lost = next(p for p in s.replicas() if p.node not in (leader.node, "n0") and p.alive)  # n0: the router
+    spare = [n for n in w.nodes if n != "client" and all(p.node != n for p in s.replicas())]
+    before = _replica_ids(s)
+    w.lose_node(lost.node)
+    [rs] = w.procs["router"].obj.replication.sets
+    if not wipe:
+        for n in spare:
+            w.nodes[n].files.full = True
+    w.run_until(w.now + 5.0, stop=lambda: rs.learner is not None)
+    assert rs.learner is not None, "no learner was started"
+    learner = w.procs[rs.learner[1].handle.name]
+    if wipe:
+        w.run_until(w.now + 5.0, stop=lambda: learner.obj is not None and learner.obj.end > 0)
+        w.nodes[learner.node].files.wipe()
+    else:
+        w.run_until(w.now + 0.5)
+        for n in spare:
+            w.nodes[n].files.full = False
+    lost_ids: set[str] = set()
+    voters_lost: list[str] = []
+
+    def watch(proc) -> None:
+        if proc.obj is not None and getattr(proc.obj, "lost", False):
+            lost_ids.add(proc.obj.replica_id)
+        voters_lost.extend(sorted(lost_ids & set(_replica_ids(s))))
+
+    w.after_step = watch
+    w.run_until(w.now + 20.0)
+    # A learner wiped after it acknowledged records may be promoted on those acks before its leader hears that it
+    # lost them (a voter's disk failing just after its ack); one that never held anything must never be.
+    assert wipe or not voters_lost, f"replicas without their storage became voters: {sorted(set(voters_lost))}"
+    return before, _replica_ids(s), lost_ids
+
+
+def test_a_learner_that_lost_its_storage_is_replaced_and_never_votes(tmp_path):
+    for wipe in (False, True):
+        with open_schedule(11, tmp_path / str(wipe)) as s:
+            before, after, lost_ids = _repair_with_a_lost_learner(s, wipe)
+            [rs] = s.world.procs["router"].obj.replication.sets
+            assert lost_ids, "the learner did not lose its storage"
+            assert rs.learner is None and len(after) == 3 and not set(after) & lost_ids, (before, after, lost_ids)
+            assert len(set(after) - set(before)) == 1, (before, after)  # the lost follower's slot, filled anew
+            assert {p.obj.replica_id for p in s.replicas() if p.alive and p.obj is not None} >= set(after)
+            s.final_reads()
+            s.check_logs()
+            assert not s.checker.violations, s.checker.violations

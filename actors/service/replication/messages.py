@@ -50,10 +50,12 @@ class FollowerAnswer:
     """A follower's answer to Follow or Replicate.
 
     `end`: its log is the leader's prefix up to here, durably; `fenced`: it promised this newer epoch;
-    `handshake`: it needs a Follow first; `retry`: ask again later (it is restarting).
+    `handshake`: it needs a Follow first; `retry`: ask again later (it is restarting); `lost`: it lost its
+    storage, so nothing it acknowledged before counts any more (it waits to be replaced).
     """
 
     end: int | None = None
     fenced: int | None = None
     handshake: bool = False
     retry: bool = False
+    lost: bool = False

@@ -8,6 +8,8 @@ acknowledgement needs, the leader counts it in place of the lost replica and the
 a voter of future elections (under the partition's election lock, and recorded in the placement
 file). No acknowledged write is then on fewer replicas of the new set than it was acknowledged on.
 Under steady commits a learner is never exactly at the watermark, so it is not asked to be.
+A learner that loses its storage (its disk full as it starts, its directory wiped) answers the leader
+that it did; it is then ended and forgotten, and a new learner takes its place.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import asyncio
 import logging
 from collections import Counter
 
-from .election import PartitionReplicaSet, ReplicationManager
+from .election import PartitionReplicaSet, Replica, ReplicationManager
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,22 @@ async def _lost_storage(manager: ReplicationManager, rs: PartitionReplicaSet, al
     return [i for i, role in zip(live, roles, strict=True) if isinstance(role, dict) and role.get("lost")]
 
 
+async def _give_up(manager: ReplicationManager, rs: PartitionReplicaSet, learner: Replica, leader: Replica) -> None:
+    """End a learner that its leader found without its storage (its disk was full or wiped as it started or caught
+    up: it refuses every record, so it would never catch up, and must never vote), and forget it durably; the next
+    pass starts a new one."""
+    if learner.handle is not None:
+        manager.transport.kill(learner.handle)
+    try:
+        await asyncio.wait_for(manager.transport.call(leader.handle, "drop_learner", learner.replica_id),
+                               _CALL_TIMEOUT_S)
+    except Exception as e:  # a leader elected since never shipped to it
+        log.debug("partition %d: dropping learner %s: %r", rs.partition, learner.replica_id, e)
+    rs.learner = None
+    manager.save()
+    log.warning("partition %d: learner %s lost its storage; a new one replaces it", rs.partition, learner.replica_id)
+
+
 async def repair_partition(manager: ReplicationManager, rs: PartitionReplicaSet, alive: set[str]) -> None:
     """One step of repairing a partition: start a learner for a lost replica, or promote a caught-up one."""
     if rs.learner is None:
@@ -85,6 +103,9 @@ async def repair_partition(manager: ReplicationManager, rs: PartitionReplicaSet,
         return
     role = await manager.role(leader, _CALL_TIMEOUT_S)
     if not role["leading"]:
+        return
+    if learner.replica_id in role.get("lost_followers", ()):
+        await _give_up(manager, rs, learner, leader)
         return
     lag = role["lags"].get(learner.replica_id, "absent")
     if lag == "absent":

@@ -124,6 +124,10 @@ class ReplicaActor(GroupApi):
         # one reopened from the placement (not created): a lost incarnation before it may have made the
         # directory again, empty (a router restarted mid-repair reopened such a replica, and it voted: seed 600).
         self.lost = (restarted or not create_root) and not (self.directory / CHECKPOINT_FILE).exists()
+        # A new replica (a repair's learner) has held nothing yet: a directory of its node's root that went missing
+        # (wiped before it started) is made again, empty, instead of failing its constructor (Ray never restarts an
+        # actor whose constructor raised: its repair would wait for it forever).
+        self._new = create_root and not restarted
         if self.lost:
             log.error("partition %d: replica %s restarted without its storage; it waits to be replaced",
                       partition, replica_id)
@@ -136,7 +140,10 @@ class ReplicaActor(GroupApi):
         # A follower has no runtime yet: its telemetry gets the leader's runtime when it leads.
         end_offsets = RouterLink(spec.namespace).topic_metadata if spec.namespace is not None else None
         self.telemetry = PartitionTelemetry(partition, None, self.spec.observability, end_offsets)
-        self._open(reset_standby=True)
+        # A storage error here ends the process like any other (Ray restarts it, and it comes back lost if its
+        # storage is gone): raised from the constructor, it would end the actor for good (Ray never restarts an
+        # actor whose constructor raised), and repair would wait for it forever (a directory wiped as it opened).
+        self._storage_call(self._open, True)
         if not self.lost and not self.checkpoint.path.exists():
             self._storage_call(self.checkpoint.write, self.state)  # from now on, a restart without it means lost
         self.synced_epoch: int | None = None  # the epoch whose leader this log was truncated against
@@ -161,8 +168,8 @@ class ReplicaActor(GroupApi):
     # --- the local log and the standby shard ---------------------------------------------------------
 
     def _open(self, reset_standby: bool) -> None:
-        if self.lost:
-            makedirs_durably(self.root.files, self.directory)  # an empty log, which never votes or counts
+        if self.lost or self._new:
+            makedirs_durably(self.root.files, self.directory)  # an empty log, which never votes or counts yet
         plog = self.root.open_partition(self.partition, sync=self.spec.fsync, **self.spec.log.options())
         self.state = self.checkpoint.read().truncated(plog.end_offset)
         if reset_standby:
@@ -352,7 +359,7 @@ class ReplicaActor(GroupApi):
     async def _accept_epoch(self, epoch: int) -> FollowerAnswer | None:
         """None when a leader of `epoch` may ship to us (promising it if it is new), else the refusal."""
         if self.lost:
-            return FollowerAnswer(retry=True)  # nothing of ours may count: repair replaces this replica
+            return FollowerAnswer(retry=True, lost=True)  # nothing of ours may count: repair replaces this replica
         if self.runtime is not None:
             if epoch <= self.rlog.epoch:
                 return FollowerAnswer(fenced=self.rlog.epoch)
@@ -437,6 +444,13 @@ class ReplicaActor(GroupApi):
         await self.loop.run_in_executor(None, self.rlog.add_learner, replica_id, handle)
         return True
 
+    async def drop_learner(self, replica_id: str) -> bool:
+        """As leader, stop copying the log to a learner that repair gave up (False when not leading)."""
+        if self.runtime is None:
+            return False
+        await self.loop.run_in_executor(None, self.rlog.drop_learner, replica_id)
+        return True
+
     async def promote(self, replica_id: str, replaces: str) -> bool:
         """As leader, count a learner's acks in place of the lost `replaces` (False if not yet; see rlog.promote)."""
         if self.runtime is None:
@@ -462,6 +476,7 @@ class ReplicaActor(GroupApi):
             "lags": self.rlog.lags() if leading else {},
             "in_sync": self.rlog.in_sync() if leading else [],
             "learners": self.rlog.learners() if leading else [],
+            "lost_followers": self.rlog.lost_followers() if leading else [],
         }
 
     async def status(self) -> dict:

@@ -62,6 +62,7 @@ class FollowerLink:
     last_ack: float = 0.0  # when the last request it answered was sent (the lease runs from there)
     sent_at: float = 0.0
     voter: bool = True  # False for a learner: a new replica catching up, whose acks do not count yet
+    lost: bool = False  # it answered that it lost its storage: repair must replace it
 
 
 class ReplicatedLog:
@@ -213,7 +214,10 @@ class ReplicatedLog:
             raise LeaderFencedError(
                 f"leader {self.replica_id} of epoch {self.epoch} fenced by a promise of epoch {self.fenced_by}"
             )
-        if answer.end is not None:
+        f.lost = answer.lost
+        if answer.lost:
+            f.match = None  # what it acknowledged is gone: it counts for no watermark, lease or promotion
+        elif answer.end is not None:
             f.match = answer.end
             f.last_ack = max(f.last_ack, f.sent_at)
         elif answer.handshake:
@@ -254,6 +258,15 @@ class ReplicatedLog:
             link.voter = True
             self.followers = [f for f in self.followers if f.replica_id != replaces]
             return True
+
+    def drop_learner(self, replica_id: str) -> None:
+        """Stop copying the log to a learner that repair gave up (it lost its storage); voters are kept."""
+        with self._ship_lock:
+            self.followers = [f for f in self.followers if f.voter or f.replica_id != replica_id]
+
+    def lost_followers(self) -> list[str]:
+        """The followers (learners among them) that last answered that they lost their storage."""
+        return [f.replica_id for f in self.followers if f.lost]
 
     def learners(self) -> list[str]:
         """The replicas catching up that are not voters yet."""
