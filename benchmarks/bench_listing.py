@@ -1,0 +1,222 @@
+"""Group listing at scale: ListGroups and DescribeGroups over 100,000 groups, through Ray and in-process.
+
+The groups are spread over the service's partition actors by the group-id hash: classic groups of
+one member (joined, synced, 10 offsets committed), a tenth of them left Empty by their member, and
+1% consumer (KIP-848) groups of one member. Timed, each `trials` times (median kept):
+
+* as a user calls it: AdminClient.list_groups() of everything, with a state filter (Empty) and a
+  type filter (consumer) — the router fans ListGroups out to every partition actor;
+* AdminClient.describe_groups() of every group id, in one call (the router sends each partition
+  the ids it owns, as Kafka's admin client batches per coordinator) and 1,000 ids per call;
+* the partitions' own ListGroups called directly (no router), to show what the router adds;
+* `groupcoord groups list` (the CLI's first page, sorted by group id, with its total);
+* the baseline, in this process: one pure shard (GroupCoordinator, no Ray, no disk) that holds
+  every group, answering the same ListGroups and DescribeGroups.
+
+Target: ListGroups of all and DescribeGroups of all 100,000 groups, end to end through Ray,
+each in under 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from typing import Any, Callable
+
+import ray
+
+from benchmarks import bench_scale, clients, common
+from groupcoord.protocol import Errors, GroupCoordinator, partition_for
+from groupcoord.protocol.consumer.messages import ConsumerGroupHeartbeatRequest
+from groupcoord.protocol.messages import (
+    DescribeGroupsRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    MemberIdentity,
+)
+
+TARGET_S = 1.0
+DESCRIBE_BATCH = 1000  # ids per AdminClient call in the paged describe row
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of this benchmark."""
+    common.add_common_arguments(parser)
+    parser.add_argument("--groups", type=common.ints, default=None, help="total groups (default 100k)")
+    parser.add_argument("--partitions", type=int, default=None, help="partition actors (default 16, the service's)")
+
+
+def _sizes(args: argparse.Namespace) -> dict:
+    groups = args.groups[0] if args.groups else common.preset(args, 100_000, 10_000, 300)
+    return {
+        "groups": groups,
+        "partitions": args.partitions or common.preset(args, 16, 8, 2),
+        "empty": groups // 10,
+        "consumer": max(1, groups // 100),
+        "trials": common.trials(args),
+    }
+
+
+def _names(sz: dict) -> tuple[list[str], list[str]]:
+    classic = [f"listing-group-{i:07d}" for i in range(sz["groups"] - sz["consumer"])]
+    consumer = [f"listing-consumer-group-{i:07d}" for i in range(sz["consumer"])]
+    return classic, consumer
+
+
+async def populate(callers: list, sz: dict, num_partitions: int) -> None:
+    """Create the classic groups (a tenth then left Empty) and the consumer groups over `callers`."""
+    classic, consumer = _names(sz)
+    members = await bench_scale.create_groups(callers, classic, num_partitions)
+    leaving: dict[int, list] = {}
+    for m in members[: sz["empty"]]:
+        leaving.setdefault(m.partition, []).append(("leave_group", LeaveGroupRequest(m.group, [MemberIdentity(
+            m.member_id)])))
+    joining: dict[int, list] = {}
+    for g in consumer:
+        req = ConsumerGroupHeartbeatRequest(g, member_epoch=0, rebalance_timeout_ms=60_000,
+                                            subscribed_topic_names=[clients.TOPIC], server_assignor="uniform",
+                                            topic_partitions=[])
+        joining.setdefault(partition_for(g, num_partitions), []).append(("consumer_group_heartbeat", req))
+
+    async def send(p: int, calls: list) -> None:
+        for lo in range(0, len(calls), 2000):
+            for r in await callers[p].batch(calls[lo : lo + 2000]):
+                if r.error != Errors.NONE:
+                    raise RuntimeError(f"creating the listing's groups failed: {r.error!r}")
+
+    await asyncio.gather(*(send(p, c) for p, c in [*leaving.items(), *joining.items()]))
+
+
+def timed(fn: Callable[[], Any], trials: int) -> tuple[dict, Any]:
+    """`fn()` run `trials` times: its seconds summarized (with the 1-minute load average), and its last result."""
+    seconds, result = [], None
+    for _ in range(trials):
+        t = time.perf_counter()
+        result = fn()
+        seconds.append(time.perf_counter() - t)
+    return {**common.summarize(seconds), "load": os.getloadavg()[0]}, result
+
+
+def _check(rows: dict, name: str, got: int, expected: int) -> None:
+    rows[name]["count"] = got
+    if got != expected:
+        raise RuntimeError(f"{name}: {got:,} groups, expected {expected:,}")
+
+
+def through_ray(svc: Any, sz: dict, ids: list[str]) -> dict:
+    """The rows measured against the service: AdminClient, the partitions directly, the CLI."""
+    from groupcoord.actors import AdminClient
+
+    admin, trials, n = AdminClient(svc), sz["trials"], sz["groups"]
+    rows: dict[str, dict] = {}
+    rows["admin list all"], listed = timed(admin.list_groups, trials)
+    _check(rows, "admin list all", len(listed), n)
+    rows["admin list state=Empty"], listed = timed(lambda: admin.list_groups(states=["Empty"]), trials)
+    _check(rows, "admin list state=Empty", len(listed), sz["empty"])
+    rows["admin list type=consumer"], listed = timed(lambda: admin.list_groups(types=["consumer"]), trials)
+    _check(rows, "admin list type=consumer", len(listed), sz["consumer"])
+    rows["partitions list all (no router)"], answers = timed(
+        lambda: ray.get([h.list_groups.remote(ListGroupsRequest()) for h in svc.partitions]), trials)
+    _check(rows, "partitions list all (no router)", sum(len(a.groups) for a in answers), n)
+    rows["admin describe all (1 call)"], described = timed(lambda: admin.describe_groups(ids), trials)
+    _check(rows, "admin describe all (1 call)", sum(d.group_state != "Dead" for d in described.values()),
+           n - sz["consumer"])  # DescribeGroups (classic) describes a consumer group as Dead, as Kafka
+
+    def paged() -> int:
+        return sum(len(admin.describe_groups(ids[lo : lo + DESCRIBE_BATCH])) for lo in range(0, n, DESCRIBE_BATCH))
+
+    rows[f"admin describe all ({DESCRIBE_BATCH:,} per call)"], count = timed(paged, trials)
+    _check(rows, f"admin describe all ({DESCRIBE_BATCH:,} per call)", count, n)
+    rows["cli groups list (page 1)"], _ = timed(lambda: _cli_list(svc), trials)
+    rows["cli groups list (page 1)"]["count"] = n
+    return rows
+
+
+def _cli_list(svc: Any) -> str:
+    from click.testing import CliRunner
+
+    from groupcoord.actors.tools.cli import main as cli
+
+    result = CliRunner().invoke(cli, ["--namespace", svc.namespace, "groups", "list"], catch_exceptions=False)
+    if result.exit_code != 0:
+        raise RuntimeError(f"groups list failed: {result.output[-500:]}")
+    return result.output
+
+
+async def in_process(sz: dict, ids: list[str]) -> dict:
+    """The baseline: one pure shard holding every group, asked the same ListGroups and DescribeGroups."""
+    coord = GroupCoordinator(common.bench_config(), log=clients.NullLog())
+    await populate([clients.ShardCaller(coord)], sz, 1)
+    trials, n = sz["trials"], sz["groups"]
+    rows: dict[str, dict] = {}
+    rows["admin list all"], r = timed(lambda: coord.list_groups(ListGroupsRequest()).result(), trials)
+    _check(rows, "admin list all", len(r.groups), n)
+    rows["admin list state=Empty"], r = timed(
+        lambda: coord.list_groups(ListGroupsRequest(states_filter=["Empty"])).result(), trials)
+    _check(rows, "admin list state=Empty", len(r.groups), sz["empty"])
+    rows["admin list type=consumer"], r = timed(
+        lambda: coord.list_groups(ListGroupsRequest(types_filter=["consumer"])).result(), trials)
+    _check(rows, "admin list type=consumer", len(r.groups), sz["consumer"])
+    rows["admin describe all (1 call)"], r = timed(
+        lambda: coord.describe_groups(DescribeGroupsRequest(ids)).result(), trials)
+    _check(rows, "admin describe all (1 call)", sum(d.group_state != "Dead" for d in r.groups),
+           n - sz["consumer"])
+    return rows
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Create the groups on a service and on an in-process shard; time listing and describing them."""
+    sz = _sizes(args)
+    p = sz["partitions"]
+    classic, consumer = _names(sz)
+    ids = classic + consumer
+    out: dict[str, Any] = {"sizes": sz}
+    with common.work_dir(args, "listing") as base:
+        with common.service(p, base / "svc", common.bench_config()) as svc:
+            common.step(f"creating {sz['groups']:,} groups over {p} partition actors")
+            t = time.perf_counter()
+            asyncio.run(populate([common.ActorCaller(h) for h in svc.partitions], sz, p))
+            out["created_s"] = time.perf_counter() - t
+            common.step(f"  created in {out['created_s']:.0f} s; listing and describing through Ray")
+            out["ray"] = through_ray(svc, sz, ids)
+    common.step(f"creating {sz['groups']:,} groups on one in-process shard")
+    out["shard"] = asyncio.run(in_process(sz, ids))
+    out["load_after"] = list(os.getloadavg())
+    return out
+
+
+def report(results: dict) -> None:
+    """One row per operation: through Ray and in-process, their ratio, the load average of each."""
+    s = results["sizes"]
+    shard = results["shard"]
+    rows = []
+    for name, r in results["ray"].items():
+        base = shard.get(name)
+        rows.append([
+            name, f"{r['count']:,}", common.fmt_ms(r["median"]), f"{common.fmt_ms(r['min'])}-{common.fmt_ms(r['max'])}",
+            common.fmt_ms(base["median"]) if base else "-",
+            f"{r['median'] / base['median']:.1f}x" if base and base["median"] else "-",
+            f"{r['load']:.1f}" + (f" / {base['load']:.1f}" if base else ""),
+        ])  # fmt: skip
+    common.print_table(
+        f"{s['groups']:,} groups ({s['empty']:,} Empty, {s['consumer']:,} consumer) over {s['partitions']} partition "
+        f"actors; median of {s['trials']} (ms); in-process: one pure shard holding them all",
+        ["operation", "groups", "through Ray", "min-max", "in-process shard", "Ray / shard", "load (Ray / shard)"],
+        rows,
+    )
+    for name in ("admin list all", "admin describe all (1 call)"):
+        r = results["ray"][name]
+        common.print_target(f"{name}, {s['groups']:,} groups, < {TARGET_S:.0f} s", f"{r['median']:.2f} s (median)",
+                            r["median"] < TARGET_S)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run this benchmark from the command line."""
+    return common.run_benchmark("listing", sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()
