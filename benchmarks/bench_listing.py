@@ -1,7 +1,7 @@
 """Group listing at scale: ListGroups and DescribeGroups over 100,000 groups, through Ray and in-process.
 
 The groups are spread over the service's partition actors by the group-id hash: classic groups of
-one member (joined, synced, 10 offsets committed), a tenth of them left Empty by their member, and
+one member (joined and synced, a long session), a tenth of them left Empty by their member, and
 1% consumer (KIP-848) groups of one member. Timed, each `trials` times (median kept):
 
 * as a user calls it: AdminClient.list_groups() of everything, with a state filter (Empty) and a
@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import time
 from typing import Any, Callable
 
 import ray
 
-from benchmarks import bench_scale, clients, common
+from benchmarks import clients, common
 from groupcoord.protocol import Errors, GroupCoordinator, partition_for
 from groupcoord.protocol.consumer.messages import ConsumerGroupHeartbeatRequest
 from groupcoord.protocol.messages import (
@@ -70,7 +71,9 @@ def _names(sz: dict) -> tuple[list[str], list[str]]:
 async def populate(callers: list, sz: dict, num_partitions: int) -> None:
     """Create the classic groups (a tenth then left Empty) and the consumer groups over `callers`."""
     classic, consumer = _names(sz)
-    members = await bench_scale.create_groups(callers, classic, num_partitions)
+    formed = await clients.form_groups(callers, [(g, partition_for(g, num_partitions), 1) for g in classic],
+                                       session_ms=1_800_000)
+    members = [ms[0] for ms in formed]
     leaving: dict[int, list] = {}
     for m in members[: sz["empty"]]:
         leaving.setdefault(m.partition, []).append(("leave_group", LeaveGroupRequest(m.group, [MemberIdentity(
@@ -91,14 +94,44 @@ async def populate(callers: list, sz: dict, num_partitions: int) -> None:
     await asyncio.gather(*(send(p, c) for p, c in [*leaving.items(), *joining.items()]))
 
 
-def timed(fn: Callable[[], Any], trials: int) -> tuple[dict, Any]:
-    """`fn()` run `trials` times: its seconds summarized (with the 1-minute load average), and its last result."""
-    seconds, result = [], None
+def _timed(fn: Callable[[], Any], trials: int, pids: list[int]) -> tuple[dict, Any]:
+    """`fn()` run `trials` times: its seconds summarized, the median CPU seconds the processes `pids` spent on it
+    (which other users of the machine do not inflate as they do the seconds), the 1-minute load average; and
+    its last result."""
+    seconds, cpu, result = [], [], None
     for _ in range(trials):
+        c = sum(common.read_cpu_seconds(pid) for pid in pids)
         t = time.perf_counter()
         result = fn()
         seconds.append(time.perf_counter() - t)
-    return {**common.summarize(seconds), "load": os.getloadavg()[0]}, result
+        cpu.append(sum(common.read_cpu_seconds(pid) for pid in pids) - c)
+    return {**common.summarize(seconds), "cpu_s": statistics.median(cpu), "load": os.getloadavg()[0]}, result
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process on this machine (from /proc)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            out[int(entry)] = (ppid, cmdline)
+    return out
+
+
+def service_pids(svc: Any) -> list[int]:
+    """This process's, the router's and the partition actors' process ids (the router: the RouterActor worker of
+    the raylet this process started; the partitions tell theirs)."""
+    procs = _processes()
+    raylets = {pid for pid, (ppid, cmd) in procs.items() if ppid == os.getpid() and "raylet" in cmd}
+    routers = [pid for pid, (ppid, cmd) in procs.items() if ppid in raylets and cmd.startswith("ray::RouterActor")]
+    partitions = [s["pid"] for s in ray.get([h.status.remote() for h in svc.partitions])]
+    return [os.getpid(), *routers, *partitions]
 
 
 def _check(rows: dict, name: str, got: int, expected: int) -> None:
@@ -111,27 +144,33 @@ def through_ray(svc: Any, sz: dict, ids: list[str]) -> dict:
     """The rows measured against the service: AdminClient, the partitions directly, the CLI."""
     from groupcoord.actors import AdminClient
 
-    admin, trials, n = AdminClient(svc), sz["trials"], sz["groups"]
+    admin, n, pids = AdminClient(svc), sz["groups"], service_pids(svc)
+    if len(pids) != len(svc.partitions) + 2:
+        raise RuntimeError(f"expected this process, the router and {len(svc.partitions)} partitions, found {pids}")
+
+    def timed(fn: Callable[[], Any], trials: int = sz["trials"]) -> tuple[dict, Any]:
+        return _timed(fn, trials, pids)
+
     rows: dict[str, dict] = {}
-    rows["admin list all"], listed = timed(admin.list_groups, trials)
+    rows["admin list all"], listed = timed(admin.list_groups)
     _check(rows, "admin list all", len(listed), n)
-    rows["admin list state=Empty"], listed = timed(lambda: admin.list_groups(states=["Empty"]), trials)
+    rows["admin list state=Empty"], listed = timed(lambda: admin.list_groups(states=["Empty"]))
     _check(rows, "admin list state=Empty", len(listed), sz["empty"])
-    rows["admin list type=consumer"], listed = timed(lambda: admin.list_groups(types=["consumer"]), trials)
+    rows["admin list type=consumer"], listed = timed(lambda: admin.list_groups(types=["consumer"]))
     _check(rows, "admin list type=consumer", len(listed), sz["consumer"])
     rows["partitions list all (no router)"], answers = timed(
-        lambda: ray.get([h.list_groups.remote(ListGroupsRequest()) for h in svc.partitions]), trials)
+        lambda: ray.get([h.list_groups.remote(ListGroupsRequest()) for h in svc.partitions]))
     _check(rows, "partitions list all (no router)", sum(len(a.groups) for a in answers), n)
-    rows["admin describe all (1 call)"], described = timed(lambda: admin.describe_groups(ids), trials)
+    rows["admin describe all (1 call)"], described = timed(lambda: admin.describe_groups(ids))
     _check(rows, "admin describe all (1 call)", sum(d.group_state != "Dead" for d in described.values()),
            n - sz["consumer"])  # DescribeGroups (classic) describes a consumer group as Dead, as Kafka
 
     def paged() -> int:
         return sum(len(admin.describe_groups(ids[lo : lo + DESCRIBE_BATCH])) for lo in range(0, n, DESCRIBE_BATCH))
 
-    rows[f"admin describe all ({DESCRIBE_BATCH:,} per call)"], count = timed(paged, trials)
+    rows[f"admin describe all ({DESCRIBE_BATCH:,} per call)"], count = timed(paged, 1)  # 100 calls: once
     _check(rows, f"admin describe all ({DESCRIBE_BATCH:,} per call)", count, n)
-    rows["cli groups list (page 1)"], out = timed(lambda: _cli_list(svc), trials)
+    rows["cli groups list (page 1)"], out = timed(lambda: _cli_list(svc))
     rows["cli groups list (page 1)"]["count"] = n
     if n > 1000 and f"{n:,} groups" not in out:  # one page, before the count was always printed: no total
         raise RuntimeError(f"groups list printed no total of {n:,}: {out[-300:]!r}")
@@ -154,6 +193,10 @@ async def in_process(sz: dict, ids: list[str]) -> dict:
     coord = GroupCoordinator(common.bench_config(), log=clients.NullLog())
     await populate([clients.ShardCaller(coord)], sz, 1)
     trials, n = sz["trials"], sz["groups"]
+
+    def timed(fn: Callable[[], Any], trials: int) -> tuple[dict, Any]:
+        return _timed(fn, trials, [os.getpid()])
+
     rows: dict[str, dict] = {}
     rows["admin list all"], r = timed(lambda: coord.list_groups(ListGroupsRequest()).result(), trials)
     _check(rows, "admin list all", len(r.groups), n)
@@ -204,14 +247,17 @@ def report(results: dict) -> None:
         base = shard.get(name)
         rows.append([
             name, f"{r['count']:,}", common.fmt_ms(r["median"]), f"{common.fmt_ms(r['min'])}-{common.fmt_ms(r['max'])}",
-            common.fmt_ms(base["median"]) if base else "-",
-            f"{r['median'] / base['median']:.1f}x" if base and base["median"] else "-",
+            common.fmt_ms(r["cpu_s"]), common.fmt_ms(base["median"]) if base else "-",
+            common.fmt_ms(base["cpu_s"]) if base else "-",
+            f"{r['cpu_s'] / base['cpu_s']:.1f}x" if base and base["cpu_s"] else "-",
             f"{r['load']:.1f}" + (f" / {base['load']:.1f}" if base else ""),
         ])  # fmt: skip
     common.print_table(
         f"{s['groups']:,} groups ({s['empty']:,} Empty, {s['consumer']:,} consumer) over {s['partitions']} partition "
-        f"actors; median of {s['trials']} (ms); in-process: one pure shard holding them all",
-        ["operation", "groups", "through Ray", "min-max", "in-process shard", "Ray / shard", "load (Ray / shard)"],
+        f"actors; median of {s['trials']} (ms); CPU: of the caller, router and partition actors together; "
+        "in-process: one pure shard holding them all",
+        ["operation", "groups", "through Ray", "min-max", "CPU", "in-process shard", "shard CPU", "CPU Ray / shard",
+         "load (Ray / shard)"],
         rows,
     )
     for name in ("admin list all", "admin describe all (1 call)"):
