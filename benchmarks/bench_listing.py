@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_common_arguments(parser)
     parser.add_argument("--groups", type=common.ints, default=None, help="total groups (default 100k)")
     parser.add_argument("--partitions", type=int, default=None, help="partition actors (default 16, the service's)")
+    parser.add_argument("--no-shard", action="store_true", help="leave out the in-process baseline (to alternate "
+                        "runs of two versions sooner)")
 
 
 def _sizes(args: argparse.Namespace) -> dict:
@@ -232,8 +234,9 @@ def run(args: argparse.Namespace) -> dict:
             out["created_s"] = time.perf_counter() - t
             common.step(f"  created in {out['created_s']:.0f} s; listing and describing through Ray")
             out["ray"] = through_ray(svc, sz, ids)
-    common.step(f"creating {sz['groups']:,} groups on one in-process shard")
-    out["shard"] = asyncio.run(in_process(sz, ids))
+    if not args.no_shard:
+        common.step(f"creating {sz['groups']:,} groups on one in-process shard")
+    out["shard"] = {} if args.no_shard else asyncio.run(in_process(sz, ids))
     out["load_after"] = list(os.getloadavg())
     return out
 
