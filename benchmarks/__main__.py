@@ -27,6 +27,7 @@ BENCHMARKS = {
     "retention": "benchmarks.bench_retention",
     "metrics": "benchmarks.bench_metrics",
     "kip848": "benchmarks.bench_kip848",
+    "listing": "benchmarks.bench_listing",
 }
 # Runnable by name too, but not part of `all` (their own options and sizes).
 OTHERS = {

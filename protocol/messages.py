@@ -294,17 +294,36 @@ class ListGroupsResponse:
 
     def __reduce__(self) -> tuple:
         # Pickled as flat tuples: a listing of 100,000 groups would otherwise pickle 100,000 dataclasses.
-        groups = self.groups
-        if type(groups) is not list or not all(type(g) is ListedGroup for g in groups):
-            return ListGroupsResponse, (self.error, groups, self.throttle_time_ms)
-        flat = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in groups]
-        return _list_response_from_wire, (self.error.value, flat, self.throttle_time_ms)
+        flat = listed_rows(self.groups)
+        if flat is None or type(self.error) is not Errors:
+            return ListGroupsResponse, (self.error, self.groups, self.throttle_time_ms)
+        return list_response_from_rows, (self.error.value, flat, self.throttle_time_ms)
 
 
-def _list_response_from_wire(error: int, flat: list[tuple[str, str, str, str]], throttle_time_ms: int = 0
-                             ) -> ListGroupsResponse:
-    """Rebuild a ListGroupsResponse pickled by its `__reduce__`."""
-    return ListGroupsResponse(Errors(error), [ListedGroup(*g) for g in flat], throttle_time_ms)
+ListedRow = tuple[str, str, str, str]  # a ListedGroup's fields, in order
+
+
+def listed_rows(groups: object) -> list[ListedRow] | None:
+    """ListGroups entries as flat tuples (how listings cross Ray), or None if `groups` is not a list of them."""
+    if type(groups) is not list or not all(type(g) is ListedGroup for g in groups):
+        return None
+    return [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in groups]
+
+
+def list_response_from_rows(error: int, flat: list[ListedRow], throttle_time_ms: int = 0) -> ListGroupsResponse:
+    """Rebuild a ListGroupsResponse pickled by its `__reduce__` (its ListedGroups are built once, here)."""
+    new = object.__new__
+    groups: list[ListedGroup] = []
+    append = groups.append
+    for group_id, protocol_type, group_state, group_type in flat:
+        g = new(ListedGroup)  # a frozen dataclass's own __init__ costs 4 object.__setattr__ calls per group
+        d = g.__dict__
+        d["group_id"] = group_id
+        d["protocol_type"] = protocol_type
+        d["group_state"] = group_state
+        d["group_type"] = group_type
+        append(g)
+    return ListGroupsResponse(Errors(error), groups, throttle_time_ms)
 
 
 @dataclass(frozen=True)
@@ -344,6 +363,62 @@ class DescribeGroupsResponse:
 
     groups: list[DescribedGroup]
     throttle_time_ms: int = 0  # how long the client waits before its next request (a quota applies)
+
+    def __reduce__(self) -> tuple:
+        # Pickled as flat tuples, as listings are: describing 100,000 groups is one response.
+        flat = described_rows(self.groups)
+        if flat is None:
+            return DescribeGroupsResponse, (self.groups, self.throttle_time_ms)
+        return describe_response_from_rows, (flat, self.throttle_time_ms)
+
+
+MemberRow = tuple[str, "str | None", str, str, bytes, bytes]  # a DescribedMember's fields, in order
+DescribedRow = tuple[int, str, str, str, str, list[MemberRow]]  # a DescribedGroup's, with its error's code
+
+
+def described_rows(groups: object) -> list[DescribedRow] | None:
+    """DescribeGroups entries as flat tuples (how descriptions cross Ray), or None if `groups` is not a list of
+    DescribedGroups whose members are lists of DescribedMembers."""
+    if type(groups) is not list:
+        return None
+    rows = []
+    for g in groups:
+        if type(g) is not DescribedGroup or type(g.members) is not list or type(g.error) is not Errors:
+            return None
+        members = []
+        for m in g.members:
+            if type(m) is not DescribedMember:
+                return None
+            members.append((m.member_id, m.group_instance_id, m.client_id, m.client_host, m.member_metadata,
+                            m.member_assignment))
+        rows.append((g.error.value, g.group_id, g.group_state, g.protocol_type, g.protocol_data, members))
+    return rows
+
+
+def describe_response_from_rows(flat: list[DescribedRow], throttle_time_ms: int = 0) -> DescribeGroupsResponse:
+    """Rebuild a DescribeGroupsResponse pickled by its `__reduce__`."""
+    new = object.__new__
+    errors = {e.value: e for e in Errors}
+    groups: list[DescribedGroup] = []
+    for error, group_id, group_state, protocol_type, protocol_data, member_rows in flat:
+        members: list[DescribedMember] = []
+        for row in member_rows:
+            m = new(DescribedMember)  # as in list_response_from_rows: no frozen __init__ per object
+            m.__dict__.update(zip(_MEMBER_FIELDS, row, strict=True))
+            members.append(m)
+        g = new(DescribedGroup)
+        d = g.__dict__
+        d["error"] = errors[error]
+        d["group_id"] = group_id
+        d["group_state"] = group_state
+        d["protocol_type"] = protocol_type
+        d["protocol_data"] = protocol_data
+        d["members"] = members
+        groups.append(g)
+    return DescribeGroupsResponse(groups, throttle_time_ms)
+
+
+_MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment")
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ class AdminClient(SecurityAdmin):
     # --- groups ---------------------------------------------------------------------------------
 
     def list_groups(self, states: Iterable[str] | None = None, types: Iterable[str] | None = None) -> list[ListedGroup]:
-        """Every group of the service, optionally only those in the given states."""
+        """Every group of the service by group id, optionally only those in the given states or of the given types
+        (Kafka's names, compared case-insensitively by the coordinators)."""
         response = self._router(
             Api.LIST_GROUPS,
             ListGroupsRequest(tuple(self._names(states or (), "states")), tuple(self._names(types or (), "types"))),

@@ -25,6 +25,7 @@ from groupcoord.protocol.consumer.messages import (
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribedRow,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     HeartbeatRequest,
@@ -33,6 +34,7 @@ from groupcoord.protocol.messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
+    ListedRow,
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
@@ -43,6 +45,8 @@ from groupcoord.protocol.messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    described_rows,
+    listed_rows,
 )
 from groupcoord.protocol.responses import error_response
 from groupcoord.protocol.security.snapshot import SecurityConfig
@@ -302,6 +306,25 @@ class GroupApi:
     async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescribeGroupsResponse:
         """DescribeGroups: classic groups' state, protocol and members, in request order."""
         return await self.requests.call(Api.DESCRIBE_GROUPS, req, credentials)
+
+    async def list_groups_rows(self, req: ListGroupsRequest | None = None, credentials: Any = None
+                               ) -> tuple[int, list[ListedRow]]:
+        """ListGroups as (error code, flat rows): how the router gathers a listing without building its
+        ListedGroups (see admin_fanout)."""
+        resp = await self.list_groups(req, credentials)
+        rows = listed_rows(resp.groups)
+        if rows is None:
+            rows = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in resp.groups]
+        return int(resp.error), rows
+
+    async def describe_groups_rows(self, req: DescribeGroupsRequest, credentials: Any = None) -> list[DescribedRow]:
+        """DescribeGroups as flat rows: how the router gathers descriptions without building them (see
+        admin_fanout)."""
+        resp = await self.describe_groups(req, credentials)
+        rows = described_rows(resp.groups)
+        if rows is None:
+            raise TypeError(f"a DescribeGroups answer that is not a list of DescribedGroups: {resp!r:.200}")
+        return rows
 
     async def delete_groups(self, req: DeleteGroupsRequest, credentials: Any = None) -> DeleteGroupsResponse:
         """DeleteGroups: remove empty groups with their offsets; a result per group id."""

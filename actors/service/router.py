@@ -20,13 +20,13 @@ from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
-    DescribeGroupsResponse,
     ListGroupsRequest,
-    ListGroupsResponse,
 )
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
+from . import admin_fanout
+from .admin_fanout import DescriptionRows, ListingRows
 from .authorizer import RequestGuard
 from .logs import configure_service_logging
 from .names import ROUTER_NAME, partition_actor_name
@@ -223,22 +223,11 @@ class RouterActor(RouterSecurity):
 
     # --- admin fan-out -------------------------------------------------------------------------
 
-    async def list_groups(self, req: ListGroupsRequest | None = None, credentials: Any = None) -> ListGroupsResponse:
-        """ListGroups over every partition; the first partition error is reported with the rest's groups."""
-        req = req if req is not None else ListGroupsRequest()
-        results = await asyncio.gather(
-            *(h.list_groups.remote(req, credentials=credentials) for h in self.partitions), return_exceptions=True
-        )
-        groups, error = [], Errors.NONE
-        for r in results:
-            if isinstance(r, BaseException):
-                error = error or Errors.COORDINATOR_NOT_AVAILABLE
-                continue
-            if r.error != Errors.NONE and error == Errors.NONE:
-                error = r.error
-            groups.extend(r.groups)
-        groups.sort(key=lambda g: g.group_id)
-        return ListGroupsResponse(error, groups)
+    async def list_groups(self, req: ListGroupsRequest | None = None, credentials: Any = None) -> ListingRows:
+        """ListGroups over every partition, arriving as a ListGroupsResponse sorted by group id; the first partition
+        error is reported with the rest's groups."""
+        return await admin_fanout.list_groups(self.partitions, req if req is not None else ListGroupsRequest(),
+                                              credentials)
 
     def _by_partition(self, group_ids) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -246,17 +235,11 @@ class RouterActor(RouterSecurity):
             out.setdefault(partition_for(g, self.num_partitions) if isinstance(g, str) else 0, []).append(g)
         return out
 
-    async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescribeGroupsResponse:
-        """DescribeGroups sent to the partitions that own the groups, answered in request order."""
-        parts = self._by_partition(req.group_ids)
-        responses = await asyncio.gather(
-            *(
-                self.partitions[p].describe_groups.remote(DescribeGroupsRequest(ids), credentials=credentials)
-                for p, ids in parts.items()
-            )
-        )
-        by_id = {d.group_id: d for resp in responses for d in resp.groups}
-        return DescribeGroupsResponse([by_id[g] for g in req.group_ids if g in by_id])
+    async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescriptionRows:
+        """DescribeGroups sent to the partitions that own the groups, arriving as a DescribeGroupsResponse in
+        request order."""
+        calls = admin_fanout.describe_calls(self._by_partition(req.group_ids), self.spec.config.max_items_per_request)
+        return await admin_fanout.describe_groups(self.partitions, calls, req.group_ids, credentials)
 
     async def delete_groups(self, req: DeleteGroupsRequest, credentials: Any = None) -> DeleteGroupsResponse:
         """DeleteGroups sent to the partitions that own the groups."""

@@ -11,6 +11,7 @@ import click
 from groupcoord.protocol import TopicPartition
 
 from ..client import AdminClient
+from .cli_group_list import list_groups
 from .cli_support import CliError, FriendlyGroup, connect_service, print_table
 from .offset_reset import RESET_KINDS, ResetSpec, export_csv, parse_topic_arg, plan_reset
 
@@ -18,9 +19,6 @@ from .offset_reset import RESET_KINDS, ResetSpec, export_csv, parse_topic_arg, p
 def _admin(ctx: click.Context) -> AdminClient:
     service = connect_service(ctx.obj["address"], ctx.obj["namespace"])
     return AdminClient(service, credentials=ctx.obj.get("credentials"))
-
-
-PAGE_SIZE = 1000  # groups per page of `groups list`
 
 
 def _member_partitions(member) -> list[TopicPartition]:
@@ -42,26 +40,7 @@ def groups() -> None:
     """List, describe and delete consumer groups."""
 
 
-@groups.command("list")
-@click.option("--state", "states", multiple=True, help="Only groups in this state (repeatable).")
-@click.option("--type", "types", multiple=True, help="Only groups of this type: classic or consumer (repeatable).")
-@click.option("--page-size", type=click.IntRange(min=1), default=PAGE_SIZE, show_default=True,
-              help="Groups per page.")
-@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Which page (by group id).")
-@click.pass_context
-def list_groups(ctx, states: tuple[str, ...], types: tuple[str, ...], page_size: int, page: int) -> None:
-    """List the service's groups by group id, a page at a time (Kafka's state and type filters)."""
-    listed = sorted(_admin(ctx).list_groups(states=states, types=types), key=lambda g: g.group_id)
-    shown = listed[(page - 1) * page_size : page * page_size]
-    print_table(
-        None,
-        ["GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"],
-        [[g.group_id, g.group_state, g.group_type, g.protocol_type] for g in shown],
-    )
-    pages = max(1, -(-len(listed) // page_size))
-    if pages > 1:
-        more = f"; --page {page + 1} for more" if page < pages else ""
-        click.echo(f"page {page} of {pages} ({len(listed):,} groups){more}")
+groups.add_command(list_groups)
 
 
 @groups.command("describe")

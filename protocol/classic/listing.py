@@ -22,7 +22,7 @@ class GroupListingHandler(GroupStore):
     def list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
         """List this shard's groups, filtered by state and type (case-insensitive, as Java)."""
         states = {s.strip().lower() for s in req.states_filter}
-        types = {t.strip().lower() for t in req.types_filter}
+        types = {t.lower() for t in req.types_filter}  # Kafka's GroupType.parse: lower-cased, not trimmed
         return self.rt.respond(ListGroupsResponse(Errors.NONE, self.listed(states, types)))
 
     def listed(self, states: set[str], types: set[str]) -> list[ListedGroup]:

@@ -367,7 +367,7 @@ class GroupCoordinator:
     def _list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
         """Classic groups (group_type "classic"), then consumer groups (group_type "consumer")."""
         states = {s.strip().lower() for s in req.states_filter}
-        types = {t.strip().lower() for t in req.types_filter}
+        types = {t.lower() for t in req.types_filter}  # Kafka's GroupType.parse: lower-cased, not trimmed
         listed = self.groups.listed(states, types) + self.consumer.listed(states, types)
         return self.runtime.respond(ListGroupsResponse(Errors.NONE, listed))
 

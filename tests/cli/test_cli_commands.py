@@ -101,6 +101,23 @@ def test_groups_list_pages_by_group_id_and_filters_by_type(svc):
     assert "paged-0" not in run("groups", "list", "--type", "consumer").output
 
 
+def test_groups_list_sends_the_filters_counts_every_match_and_refuses_a_page_past_the_last(svc):
+    admin = AdminClient(svc)
+    for i in range(3):
+        admin.alter_group_offsets(f"counted-{i}", {TopicPartition("orders", 0): OffsetAndMetadata(i)})
+    out = run("groups", "list", "--state", "empty,STABLE", "--type", "Classic", "--all").output.splitlines()
+    matching = sorted(g.group_id for g in admin.list_groups(states=["Empty", "Stable"], types=["classic"]))
+    assert out[0].split() == ["GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"]
+    assert [line.split()[0] for line in out[1:-1]] == matching and {"counted-0", "counted-2"} <= set(matching)
+    assert out[-1] == f"{len(matching)} groups in state Empty or Stable of type classic: showing 1-{len(matching)}"
+    assert run("groups", "list", "--state", "Reconciling").output.splitlines() == ["0 groups in state Reconciling"]
+    every = len(admin.list_groups())
+    last = run("groups", "list", "--page-size", "2", "--page", str(-(-every // 2))).output.splitlines()[-1]
+    assert last.startswith(f"{every} groups: showing ") and "for more" not in last
+    past = run("groups", "list", "--page-size", "2", "--page", str(-(-every // 2) + 1), ok=False)
+    assert past.exit_code == 2 and "past the last page" in past.output
+
+
 def test_offsets_reset_dry_run_changes_nothing_and_execute_applies(svc, tmp_path):
     admin = AdminClient(svc)
     admin.alter_group_offsets("resettable", {TopicPartition("orders", p): OffsetAndMetadata(10) for p in range(4)})

@@ -1,5 +1,7 @@
 """partition_for: Kafka's Utils.abs(groupId.hashCode()) % n, with Java String.hashCode."""
 
+import random
+
 import pytest
 
 from groupcoord.protocol.partitioner import java_string_hash, partition_for
@@ -46,3 +48,19 @@ def test_one_partition_owns_every_group():
 def test_non_positive_partition_count_is_rejected(n):
     with pytest.raises(ValueError):
         partition_for("groupId", n)
+
+
+def _reference_hash(s: str) -> int:
+    """Java's String.hashCode written out: h = 31 * h + unit over the UTF-16 code units, 32-bit signed."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (h * 31 + int.from_bytes(data[i : i + 2], "big")) % 2**32
+    return h - 2**32 if h >= 2**31 else h
+
+
+def test_the_ascii_fast_path_agrees_with_javas_loop_at_every_length_and_past_its_table():
+    rng = random.Random(30)
+    ids = ["~" * n for n in range(0, 300)] + ["x" * 255 + "é", "é" + "x" * 300, "\ud800" + "a" * 10]
+    ids += ["".join(chr(rng.randrange(0, 128)) for _ in range(rng.randrange(0, 400))) for _ in range(500)]
+    assert [java_string_hash(s) for s in ids] == [_reference_hash(s) for s in ids]
