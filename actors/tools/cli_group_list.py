@@ -99,4 +99,5 @@ def list_groups(ctx: click.Context, states: tuple[str, ...], types: tuple[str, .
     shown = listed[first : first + page_size]
     if shown:
         click.echo(plain_table(COLUMNS, [(g.group_id, g.group_state, g.group_type, g.protocol_type) for g in shown]))
-    click.echo(summary(total, first, len(shown), page, pages, states, types))
+    # On stderr: a script that reads the table from stdout gets rows only, as from kafka-consumer-groups.sh --list.
+    click.echo(summary(total, first, len(shown), page, pages, states, types), err=True)

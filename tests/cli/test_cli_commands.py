@@ -105,7 +105,9 @@ def test_groups_list_sends_the_filters_counts_every_match_and_refuses_a_page_pas
     admin = AdminClient(svc)
     for i in range(3):
         admin.alter_group_offsets(f"counted-{i}", {TopicPartition("orders", 0): OffsetAndMetadata(i)})
-    out = run("groups", "list", "--state", "empty,STABLE", "--type", "Classic", "--all").output.splitlines()
+    listed = run("groups", "list", "--state", "empty,STABLE", "--type", "Classic", "--all")
+    out = listed.output.splitlines()
+    assert listed.stdout.splitlines() == out[:-1]  # stdout holds the table alone: the count goes to stderr
     matching = sorted(g.group_id for g in admin.list_groups(states=["Empty", "Stable"], types=["classic"]))
     assert out[0].split() == ["GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"]
     assert [line.split()[0] for line in out[1:-1]] == matching and {"counted-0", "counted-2"} <= set(matching)
