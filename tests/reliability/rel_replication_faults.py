@@ -133,17 +133,23 @@ class ReplicaFaults:
         self.check_after_restart([p])
         return rid
 
+    @staticmethod
+    def _while_losing(lose: Callable[[], str], name: str, act: Callable[..., None], *args: Any) -> str:
+        """Run `lose` (a node loss) while `act(*args)` runs in a thread, waiting for the repair to reach the point
+        where it strikes; returns the lost node."""
+        watcher = threading.Thread(target=act, args=args, name=name, daemon=True)
+        watcher.start()
+        try:
+            return lose()
+        finally:
+            watcher.join(180)
+
     def wipe_learner_in_repair(self, lose: Callable[[], str]) -> str:
         """Overlapping faults: run `lose` (a node loss), and once the router has created a learner for a lost
         replica, delete the learner's directory while it catches up: it must be ended and replaced (never waited
         for), and the repair must complete. Returns the lost node."""
         wiped: list[str] = []
-        watcher = threading.Thread(target=self._wipe_a_learner, args=(wiped,), name="learner-wiper", daemon=True)
-        watcher.start()
-        try:
-            node = lose()
-        finally:
-            watcher.join(180)
+        node = self._while_losing(lose, "learner-wiper", self._wipe_a_learner, wiped)
         assert wiped, "no learner was seen, so none was wiped"
         self.wipes["learner_in_repair"] += 1
         self._count("wipe_learner_in_repair")
@@ -187,13 +193,7 @@ class ReplicaFaults:
         Returns the lost node."""
         catching_up = self.rng.random() < 0.5
         killed: list[str] = []
-        watcher = threading.Thread(target=self._kill_router_in_repair, args=(catching_up, killed),
-                                   name="router-killer", daemon=True)
-        watcher.start()
-        try:
-            node = lose()
-        finally:
-            watcher.join(180)
+        node = self._while_losing(lose, "router-killer", self._kill_router_in_repair, catching_up, killed)
         assert killed, "no repair was seen under way, so the router was not restarted during one"
         self.router_restarts[killed[0]] += 1
         self._count("router_restart_in_repair")
