@@ -2,7 +2,7 @@
 
 Made for services of 100,000 groups: the filters go to the coordinators (ListGroups' states_filter
 and types_filter, KIP-518 and KIP-848), one page is printed as plain aligned text (a rich table of
-1,000 rows took longer than listing 100,000 groups), and a last line always says how many groups
+1,000 rows took longer than listing 100,000 groups), and a last line on stderr always says how many groups
 matched and which page this is.
 """
 
