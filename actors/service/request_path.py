@@ -314,7 +314,7 @@ class GroupApi:
         resp = await self.list_groups(req, credentials)
         rows = listed_rows(resp.groups)
         if rows is None:
-            rows = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in resp.groups]
+            raise TypeError(f"a ListGroups answer that is not a list of ListedGroups: {resp!r:.200}")
         return int(resp.error), rows
 
     async def describe_groups_rows(self, req: DescribeGroupsRequest, credentials: Any = None) -> list[DescribedRow]:
