@@ -265,7 +265,7 @@ class Schedule:
     def check_logs(self) -> None:
         for p in self.replicas():
             obj = p.obj
-            if not p.alive or obj is None or obj.lost or obj.rlog.plog.failed:
+            if not p.alive or obj is None or obj.lost or getattr(obj, "rlog", None) is None or obj.rlog.plog.failed:
                 continue
             hw = obj.rlog.hw if obj.runtime is not None else obj.hw
             try:

@@ -421,9 +421,11 @@ class World:
             return
         p.alive, p.paused, p.loop, p.obj = False, False, None, None
         self._running = None
-        pending, p.pending, p.held = p.pending, [], []
+        pending, p.pending, held, p.held = p.pending, [], p.held, []
         for ref in pending:
             self._answer(ref, None, ActorDiedError(f"{name} died"), name)
+        for deliver in held:  # calls queued while it was paused fail as Ray fails them: the process is gone
+            deliver()
         if restart and p.restartable:
             self.at(self.rng.uniform(0.2, 1.5), lambda: self._restart(p))
 
