@@ -145,3 +145,39 @@ def test_a_learner_that_lost_its_storage_is_replaced_and_never_votes(tmp_path):
             s.final_reads()
             s.check_logs()
             assert not s.checker.violations, s.checker.violations
+
+
+def test_a_learner_whose_record_could_not_be_saved_is_planned_again_once_the_disk_has_room(tmp_path):
+    # Seed 320805's product fault: the router's disk refused the placement record of a planned learner, and
+    # the repair kept that learner, which has no actor, and waited for it forever.
+    with open_schedule(11, tmp_path) as s:
+        w = s.world
+        w.run_until(3.0)
+        leader = s.leader()
+        lost = next(p for p in s.replicas() if p.node not in (leader.node, "n0") and p.alive)  # n0: the router
+        lost_id = lost.obj.replica_id
+        [rs] = w.procs["router"].obj.replication.sets
+        w.nodes["n0"].files.full = True
+        w.lose_node(lost.node)
+        w.run_until(w.now + 2.0)
+        assert rs.learner is None or rs.learner[1].handle is not None, "a planned learner without an actor"
+        assert lost_id in _replica_ids(s)
+        w.nodes["n0"].files.full = False
+        w.run_until(w.now + 5.0, stop=lambda: lost_id not in _replica_ids(s))
+        assert lost_id not in _replica_ids(s) and len(_replica_ids(s)) == 3
+        w.run_until(w.now + 1.0)
+        assert not s.checker.violations, s.checker.violations
+
+
+def test_a_leader_refuses_a_learner_without_an_actor_and_goes_on_leading(tmp_path):
+    with open_schedule(11, tmp_path) as s:
+        w = s.world
+        w.run_until(3.0)
+        leader = s.leader()
+        incarnation, acks = leader.incarnation, s.checker.acks
+        ref = w.send(("n0-test", 0), leader.name, "add_learner", ("0-9.9", None))
+        w.run_until(w.now + 1.0, stop=lambda: ref.done)
+        assert isinstance(ref.error, ValueError) and "no actor handle" in str(ref.error)
+        w.run_until(w.now + 1.0)
+        assert s.leader() is leader and leader.alive and leader.incarnation == incarnation
+        assert s.checker.acks > acks and not s.checker.violations

@@ -90,7 +90,11 @@ async def repair_partition(manager: ReplicationManager, rs: PartitionReplicaSet,
         # The learner is recorded durably before its actor exists: a restarted router finds it, and never
         # reuses its name or generation for another.
         rs.learner = (lost[0], manager.planned(rs.partition, lost[0], manager.generation, node))
-        manager.save()
+        try:
+            manager.save()
+        except BaseException:
+            rs.learner = None  # not recorded, so not created: the next pass plans it again
+            raise
         rs.learner = (lost[0], manager.create(rs.partition, lost[0], manager.generation, node))
         log.warning("partition %d: replica %s lost; new replica %s on node %s", rs.partition,
                     gone.replica_id, rs.learner[1].replica_id, node[:8])

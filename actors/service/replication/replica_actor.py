@@ -439,6 +439,8 @@ class ReplicaActor(GroupApi):
 
     async def add_learner(self, replica_id: str, handle: Any) -> bool:
         """As leader, start copying the log to a new replica (False when not leading)."""
+        if handle is None:  # shipping to it would fail this leader: refuse the request, not the process
+            raise ValueError(f"learner {replica_id} has no actor handle; create its actor before adding it")
         if self.runtime is None:
             return False
         await self.loop.run_in_executor(None, self.rlog.add_learner, replica_id, handle)
