@@ -300,19 +300,26 @@ def _names_and_count(api: str, req: Any) -> tuple[list[str | None], list[str], i
     return [], [], 0, "max_items_per_request"
 
 
+def _any_too_long(strings: Any, limit: int) -> bool:
+    """Whether any of `strings` (None ones skipped) is longer than `limit` UTF-8 bytes; short ones are not encoded."""
+    for s in strings:
+        if s is not None and 4 * len(s) > limit and _too_long(s, limit):
+            return True
+    return False
+
+
 def _limits_error(api: str, req: Any, config: Any) -> Errors | None:
-    ids = req.group_ids if SPECS[api].group_id_rule == GROUP_IDS else [getattr(req, "group_id", "")]
-    if any(len(g.encode("utf-8")) > config.max_group_id_bytes for g in ids if isinstance(g, str)):
+    ids = req.group_ids if SPECS[api].group_id_rule == GROUP_IDS else (getattr(req, "group_id", ""),)
+    if _any_too_long(ids, config.max_group_id_bytes):  # _validate has checked that each is a str
         log.info("rejecting %s: group id longer than %d bytes", api, config.max_group_id_bytes)
         return Errors.INVALID_GROUP_ID
     names, member_ids, count, limit = _names_and_count(api, req)
     if count > getattr(config, limit):
         log.info("rejecting %s: more items than %s=%d", api, limit, getattr(config, limit))
         return Errors.INVALID_REQUEST
-    if any(_too_long(n, config.max_name_bytes) for n in names) or any(
-        _too_long(m, config.max_name_bytes + MEMBER_ID_SUFFIX_BYTES) for m in member_ids
-    ):
-        log.info("rejecting %s: an id, name or reason longer than %d bytes", api, config.max_name_bytes)
+    max_name = config.max_name_bytes
+    if _any_too_long(names, max_name) or _any_too_long(member_ids, max_name + MEMBER_ID_SUFFIX_BYTES):
+        log.info("rejecting %s: an id, name or reason longer than %d bytes", api, max_name)
         return Errors.INVALID_REQUEST
     if api == Api.JOIN_GROUP and sum(len(meta) for _, meta in req.protocols) > config.max_metadata_bytes:
         log.info("rejecting JoinGroup of %r: protocol metadata over %d bytes", req.group_id, config.max_metadata_bytes)

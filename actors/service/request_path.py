@@ -69,6 +69,9 @@ _BATCH_APIS = frozenset(Api)
 # Responses that carry Kafka's throttle_time_ms: the requests a client sends again and again.
 _THROTTLED_APIS = frozenset({Api.HEARTBEAT, Api.OFFSET_COMMIT})
 
+# Group ids whose owner `RequestPath.owns` remembers: a partition's live groups, with room to spare.
+_OWNED_CACHE_SIZE = 100_000
+
 # How often a heartbeat naming a topic the shard does not know may ask the router again.
 TOPIC_REFRESH_S = 1.0
 
@@ -132,6 +135,7 @@ class RequestPath:
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
+        self._owned: dict[str, bool] = {}  # group id -> whether this partition owns it (hashing it costs a µs)
         self.runtime = runtime
         self.telemetry = telemetry
         self.serves = serves
@@ -151,7 +155,7 @@ class RequestPath:
         if self.serves is not None and not self.serves():
             return error_response(api, req, Errors.NOT_COORDINATOR)
         for group_id in _group_ids_of(api, req):
-            if partition_for(group_id, self.num_partitions) != self.partition:
+            if not self.owns(group_id):
                 return error_response(api, req, Errors.NOT_COORDINATOR)
         runtime = self.runtime()
         coord = runtime.coord if runtime is not None else None
@@ -165,6 +169,15 @@ class RequestPath:
             # The one place an exception becomes an answer: this request's, never its batch's neighbours'.
             self.telemetry.request_failed(api, req)
             return error_response(api, req, Errors.UNKNOWN_SERVER_ERROR)
+
+    def owns(self, group_id: str) -> bool:
+        """Whether `group_id` hashes to this partition (remembered for the last _OWNED_CACHE_SIZE ids or so)."""
+        owned = self._owned.get(group_id)
+        if owned is None:
+            if len(self._owned) >= _OWNED_CACHE_SIZE:
+                self._owned.clear()
+            owned = self._owned[group_id] = partition_for(group_id, self.num_partitions) == self.partition
+        return owned
 
     async def call(self, api: str, req: Any, credentials: Any = None) -> Any:
         """One request of the remote API, authorized when the service authorizes; its answer once durable."""

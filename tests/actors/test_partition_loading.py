@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from groupcoord.actors.service import PartitionActor
+from groupcoord.actors.service import PartitionActor, request_path
 from groupcoord.protocol import (
     Errors,
     HeartbeatRequest,
@@ -56,3 +56,19 @@ def test_a_group_of_another_partition_gets_not_coordinator(tmp_path):
         return await actor.join_group(JoinGroupRequest(other, 10000, protocols=[("range", b"")]))
 
     assert asyncio.run(scenario()).error == Errors.NOT_COORDINATOR
+
+
+def test_ownership_stays_right_past_the_ids_it_remembers(tmp_path, monkeypatch):
+    monkeypatch.setattr(request_path, "_OWNED_CACHE_SIZE", 3)
+    StorageRoot(tmp_path, 4)
+    ids = [f"group-{i}" for i in range(50)]
+
+    async def scenario():
+        actor = PartitionActor(1, 4, str(tmp_path))
+        answers = [actor.requests.owns(g) for g in ids + ids[::-1]]
+        await actor.close()
+        return answers, len(actor.requests._owned)
+
+    answers, remembered = asyncio.run(scenario())
+    assert answers == [partition_for(g, 4) == 1 for g in ids + ids[::-1]]
+    assert any(answers) and not all(answers) and remembered <= 3
