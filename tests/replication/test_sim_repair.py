@@ -22,12 +22,17 @@ def _replica_ids(schedule) -> list[str]:
     return sorted(r.replica_id for r in rs.replicas)
 
 
+def _leader_and_follower_to_lose(s):
+    """After 3 simulated seconds of commits: the leader, and a live follower on neither its node nor the router's."""
+    s.world.run_until(3.0)
+    leader = s.leader()
+    return leader, next(p for p in s.replicas() if p.node not in (leader.node, "n0") and p.alive)  # n0: the router
+
+
 def test_a_follower_lost_with_its_node_is_replaced_within_two_seconds_under_steady_commits(tmp_path):
     with open_schedule(11, tmp_path) as s:
         w = s.world
-        w.run_until(3.0)
-        leader = s.leader()
-        lost = next(p for p in s.replicas() if p.node not in (leader.node, "n0") and p.alive)  # n0: the router
+        leader, lost = _leader_and_follower_to_lose(s)
         lost_id = lost.obj.replica_id
         before = _replica_ids(s)
         acks, lost_at = s.checker.acks, w.now
@@ -152,9 +157,7 @@ def test_a_learner_whose_record_could_not_be_saved_is_planned_again_once_the_dis
     # the repair kept that learner, which has no actor, and waited for it forever.
     with open_schedule(11, tmp_path) as s:
         w = s.world
-        w.run_until(3.0)
-        leader = s.leader()
-        lost = next(p for p in s.replicas() if p.node not in (leader.node, "n0") and p.alive)  # n0: the router
+        _, lost = _leader_and_follower_to_lose(s)
         lost_id = lost.obj.replica_id
         [rs] = w.procs["router"].obj.replication.sets
         w.nodes["n0"].files.full = True
