@@ -1,0 +1,201 @@
+"""One group's committed offsets stored by column: parallel arrays of rows, not a Python object per offset.
+
+A row holds one committed offset: its offset, leader epoch and commit timestamp in `array` columns,
+its metadata string in a list (every empty metadata is the one interned ""; None marks a free row),
+and an expire timestamp only when one was given (a dict of the few rows that have one). Per topic,
+an int32 array maps partition -> row (-1: none). An OffsetCommitValue is built only when asked for.
+
+What does not fit that layout (a partition past DENSE_PARTITIONS, a value outside the columns'
+integer ranges, metadata that is not a str) is kept as it came, in a small dict beside the columns,
+so every value the shard may replay round-trips exactly. Reads see the offsets as a Mapping
+TopicPartition -> OffsetCommitValue, ordered by topic name, then partition.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Iterator, Mapping
+
+from ..records import OffsetCommitValue
+from ..values import TopicPartition
+
+# Partitions below this are indexed densely (4 bytes per partition up to the highest one committed);
+# a higher one (Kafka topics rarely have a thousand partitions) is kept in the side dict.
+DENSE_PARTITIONS = 4096
+
+_new = tuple.__new__
+_NONE = array("i", [-1])
+
+
+class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
+    """The committed offsets of one group, by column; a read-only Mapping to its readers."""
+
+    __slots__ = ("committed", "epoch", "expire", "index", "live", "meta", "offset", "sparse")
+
+    def __init__(self) -> None:
+        self.index: dict[str, array] = {}  # topic -> partition -> row, -1 for none
+        self.offset = array("q")
+        self.epoch = array("i")
+        self.committed = array("q")
+        self.meta: list[str | None] = []  # None: a free row
+        self.expire: dict[int, int] | None = None  # row -> expire timestamp, for rows that have one
+        self.sparse: dict[TopicPartition, OffsetCommitValue] | None = None
+        self.live = 0  # rows in use (the side dict not counted)
+
+    # --- writes (replay only) --------------------------------------------------------------
+
+    def put(self, topic: str, partition: int, value: OffsetCommitValue) -> bool:
+        """Store `value` as the committed offset of (topic, partition); True if the key was new."""
+        offset, epoch, metadata, committed, expire = value
+        idx = self.index.get(topic)
+        if idx is not None and type(partition) is int and 0 <= partition < len(idx):
+            row = idx[partition]
+            if row >= 0:
+                if type(metadata) is str:
+                    try:
+                        self.offset[row] = offset
+                        self.epoch[row] = epoch
+                        self.committed[row] = committed
+                    except (OverflowError, TypeError):
+                        pass
+                    else:
+                        self.meta[row] = metadata if metadata else ""
+                        if expire != -1 or self.expire:
+                            self._set_expire(row, expire)
+                        return False
+                self._free(topic, idx, partition, row)
+                return self._put_sparse(topic, partition, value, new=False)
+        sparse = self.sparse
+        was_sparse = sparse is not None and sparse.pop(_new(TopicPartition, (topic, partition)), None) is not None
+        if type(partition) is not int or not 0 <= partition < DENSE_PARTITIONS or type(metadata) is not str:
+            return self._put_sparse(topic, partition, value, new=not was_sparse)
+        row = len(self.meta)
+        try:
+            self.offset.append(offset)
+            self.epoch.append(epoch)
+            self.committed.append(committed)
+        except (OverflowError, TypeError):
+            del self.offset[row:], self.epoch[row:], self.committed[row:]
+            return self._put_sparse(topic, partition, value, new=not was_sparse)
+        self.meta.append(metadata if metadata else "")
+        if expire != -1:
+            self._set_expire(row, expire)
+        if idx is None:
+            idx = self.index[topic] = _NONE * (partition + 1)
+        elif partition >= len(idx):
+            idx.extend(_NONE * (partition + 1 - len(idx)))
+        idx[partition] = row
+        self.live += 1
+        return not was_sparse
+
+    def _put_sparse(self, topic: str, partition: int, value: OffsetCommitValue, new: bool) -> bool:
+        if self.sparse is None:
+            self.sparse = {}
+        self.sparse[_new(TopicPartition, (topic, partition))] = value
+        return new
+
+    def _set_expire(self, row: int, expire: int) -> None:
+        if expire == -1:
+            if self.expire is not None:
+                self.expire.pop(row, None)
+        else:
+            if self.expire is None:
+                self.expire = {}
+            self.expire[row] = expire
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Remove the committed offset of (topic, partition); True if there was one."""
+        idx = self.index.get(topic)
+        if idx is not None and type(partition) is int and 0 <= partition < len(idx):
+            row = idx[partition]
+            if row >= 0:
+                self._free(topic, idx, partition, row)
+                if len(self.meta) > 2 * self.live + 32:
+                    self._compact()
+                return True
+        sparse = self.sparse
+        if sparse is not None and sparse.pop(_new(TopicPartition, (topic, partition)), None) is not None:
+            if not sparse:
+                self.sparse = None
+            return True
+        return False
+
+    def _free(self, topic: str, idx: array, partition: int, row: int) -> None:
+        idx[partition] = -1
+        self.meta[row] = None
+        if self.expire:
+            self.expire.pop(row, None)
+        self.live -= 1
+        if self.live == 0 or idx.count(-1) == len(idx):
+            del self.index[topic]
+
+    def _compact(self) -> None:
+        """Drop the free rows: every column rebuilt from the rows in use, the index renumbered."""
+        meta = self.meta
+        keep = [row for row in range(len(meta)) if meta[row] is not None]
+        renumber = {old: new for new, old in enumerate(keep)}
+        offset, epoch, committed = self.offset, self.epoch, self.committed
+        self.offset = array("q", [offset[r] for r in keep])
+        self.epoch = array("i", [epoch[r] for r in keep])
+        self.committed = array("q", [committed[r] for r in keep])
+        self.meta = [meta[r] for r in keep]
+        if self.expire:
+            self.expire = {renumber[r]: ts for r, ts in self.expire.items()}
+        for idx in self.index.values():
+            for p, row in enumerate(idx):
+                if row >= 0:
+                    idx[p] = renumber[row]
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def _value(self, row: int) -> OffsetCommitValue:
+        expire = -1 if not self.expire else self.expire.get(row, -1)
+        return _new(OffsetCommitValue, (self.offset[row], self.epoch[row], self.meta[row], self.committed[row], expire))
+
+    def __getitem__(self, tp: TopicPartition) -> OffsetCommitValue:
+        value = self.get(tp)
+        if value is None:
+            raise KeyError(tp)
+        return value
+
+    def get(self, tp: TopicPartition, default: OffsetCommitValue | None = None) -> OffsetCommitValue | None:  # type: ignore[override]
+        """The committed offset of `tp`, or `default`."""
+        topic, partition = tp
+        idx = self.index.get(topic)
+        if idx is not None and type(partition) is int and 0 <= partition < len(idx):
+            row = idx[partition]
+            if row >= 0:
+                return self._value(row)
+        if self.sparse is not None:
+            return self.sparse.get(_new(TopicPartition, (topic, partition)), default)
+        return default
+
+    def __contains__(self, tp: object) -> bool:
+        if not isinstance(tp, tuple) or len(tp) != 2:
+            return False
+        return self.get(tp) is not None  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return self.live + (len(self.sparse) if self.sparse else 0)
+
+    def _rows(self) -> Iterator[tuple[TopicPartition, int]]:
+        """(partition, row) of the rows in use, by topic name, then partition."""
+        new = _new
+        for topic in sorted(self.index):
+            for p, row in enumerate(self.index[topic]):
+                if row >= 0:
+                    yield new(TopicPartition, (topic, p)), row
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        if not self.sparse:
+            return (tp for tp, _ in self._rows())
+        return iter(sorted([*(tp for tp, _ in self._rows()), *self.sparse]))
+
+    def items(self) -> Iterator[tuple[TopicPartition, OffsetCommitValue]]:  # type: ignore[override]
+        """(partition, committed offset) pairs, values built as they are read."""
+        value = self._value
+        if not self.sparse:
+            return ((tp, value(row)) for tp, row in self._rows())
+        pairs = [*((tp, value(row)) for tp, row in self._rows()), *self.sparse.items()]
+        pairs.sort(key=lambda pair: pair[0])
+        return iter(pairs)
