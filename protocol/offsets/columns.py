@@ -14,9 +14,10 @@ TopicPartition -> OffsetCommitValue, ordered by topic name, then partition.
 from __future__ import annotations
 
 from array import array
-from typing import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Sequence
 
-from ..records import OffsetCommitValue
+from ..records import OffsetCommitValue, Record
 from ..values import TopicPartition
 
 # Partitions below this are indexed densely (4 bytes per partition up to the highest one committed);
@@ -41,6 +42,23 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.expire: dict[int, int] | None = None  # row -> expire timestamp, for rows that have one
         self.sparse: dict[TopicPartition, OffsetCommitValue] | None = None
         self.live = 0  # rows in use (the side dict not counted)
+
+    @classmethod
+    def from_columns(
+        cls,
+        index: dict[str, array],
+        offset: array,
+        epoch: array,
+        committed: array,
+        meta: list[str | None],
+        expire: dict[int, int] | None = None,
+        sparse: dict[TopicPartition, OffsetCommitValue] | None = None,
+    ) -> GroupOffsets:
+        """A group's offsets from columns built in bulk (a load); every row is in use and indexed once."""
+        self = cls()
+        self.index, self.offset, self.epoch, self.committed, self.meta = index, offset, epoch, committed, meta
+        self.expire, self.sparse, self.live = expire or None, sparse or None, len(meta)
+        return self
 
     # --- writes (replay only) --------------------------------------------------------------
 
@@ -199,3 +217,18 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         pairs = [*((tp, value(row)) for tp, row in self._rows()), *self.sparse.items()]
         pairs.sort(key=lambda pair: pair[0])
         return iter(pairs)
+
+
+@dataclass(frozen=True)
+class BulkLoad:
+    """A log decoded in bulk for a fresh shard: what replaying it record by record would leave.
+
+    `events` are, in log order, the records other than offset commits and, as a group id (a str),
+    each point where an offset commit of a group came before the next such record (where replay
+    would create the group as a simple group if it did not exist). `offsets` are the committed
+    offsets left at the end (the last record of each key), by group. `records` counts the log's records.
+    """
+
+    events: Sequence[Record | str]
+    offsets: dict[str, GroupOffsets]
+    records: int

@@ -102,6 +102,21 @@ class OffsetMetadataManager:
             self.groups.create_simple_group(group_id)
         self.store(group_id, topic, partition, value)
 
+    def ensure_group(self, group_id: str) -> None:
+        """The groups half of replaying an offset value: a group that does not exist becomes a simple group."""
+        if group_id not in self.registry:
+            self.groups.create_simple_group(group_id)
+
+    def install(self, offsets: dict[str, GroupOffsets]) -> None:
+        """Take the committed offsets a bulk load built (a fresh shard's, before any other offset is stored)."""
+        if self._offsets:
+            raise RuntimeError("bulk-loaded offsets go into a shard that holds none")
+        self._offsets = {group_id: group for group_id, group in offsets.items() if len(group)}
+        self._count = sum(len(group) for group in self._offsets.values())
+        for group in self._offsets.values():
+            for topic in group.index:
+                self._topics.setdefault(topic, topic)
+
     def store(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> None:
         """The offsets half of `replay`: store or delete one committed offset, touching no group."""
         offsets = self._offsets.get(group_id)

@@ -1,0 +1,455 @@
+"""Replay a partition log in bulk: decode its entries by column and build only the offsets still live.
+
+A restarting shard needs, of a log that is mostly offset commits, only the last record of each
+offset key. So the log is read in blocks of entries (storage.columnar.read_entries), scanned by
+the compiled msgpack pass (storage.msgpack_scan), and a second compiled pass keeps, per (group,
+topic, partition), the fields of its last record in flat columns: group and topic names are
+interned by content (a hash table over their bytes), keys are found in an open-addressing table.
+No Python object is made per record. At the end the live keys become the shard's column store
+(protocol.offsets.columns.GroupOffsets) with one array copy per group.
+
+Records of other kinds are decoded the ordinary way and kept in log order, and so is each point
+where an offset commit of a group came before the next of them: replay would create that group
+there (as a simple group) if it did not exist. The result, a BulkLoad, leaves the shard in the
+state a record-by-record replay of the same log leaves it in. Whatever this pass does not
+understand (a record layout or version it does not know, bytes that are not UTF-8) makes
+`bulk_load` return None, and the caller replays the log record by record instead, which reports
+damage as it always has.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from array import array
+
+import msgpack
+import numpy as np
+from numba import njit
+
+from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, BulkLoad, GroupOffsets
+from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_objs
+
+from .columnar import EntryBlock, LogPosition, read_entries
+from .errors import CorruptLogError
+from .msgpack_scan import COMMIT, parse_records
+
+log = logging.getLogger(__name__)
+
+BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
+
+# counts[]: how many names, arena bytes, pairs and slots are in use, the segment number, events and metadata slots.
+_NAMES, _ARENA, _PAIRS, _SLOTS, _SEG, _EVENTS, _METAS = range(7)
+_M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_FNV_BASIS, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+_S33 = np.uint64(33)
+
+
+class _Unsupported(Exception):
+    """The log holds something the bulk pass does not decode: replay it record by record instead."""
+
+
+@njit(cache=True)
+def _mix(x):
+    x ^= x >> _S33
+    x *= _M1
+    x ^= x >> _S33
+    x *= _M2
+    x ^= x >> _S33
+    return x
+
+
+@njit(cache=True)
+def _fnv(buf, start, length):
+    h = _FNV_BASIS
+    for i in range(start, start + length):
+        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+    return _mix(h)
+
+
+@njit(cache=True)
+def _name_id(buf, start, length, counts, arena, name_start, name_len, name_hash, ntab):
+    """The id of the name in buf[start:start+length], added (copied into the arena) if new."""
+    h = _fnv(buf, start, length)
+    mask = len(ntab) - 1
+    i = np.int64(h & np.uint64(mask))
+    while True:
+        found = ntab[i]
+        if found < 0:
+            found = counts[_NAMES]
+            counts[_NAMES] += 1
+            at = counts[_ARENA]
+            arena[at : at + length] = buf[start : start + length]
+            counts[_ARENA] += length
+            name_start[found], name_len[found], name_hash[found] = at, length, h
+            ntab[i] = found
+            return found
+        if name_hash[found] == h and name_len[found] == length:
+            s = name_start[found]
+            same = True
+            for k in range(length):
+                if arena[s + k] != buf[start + k]:
+                    same = False
+                    break
+            if same:
+                return found
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _pair_id(key, counts, pair_key, ptab):
+    """The id of the (group id, topic id) pair packed in `key`, added if new."""
+    mask = len(ptab) - 1
+    i = np.int64(_mix(np.uint64(key)) & np.uint64(mask))
+    while True:
+        found = ptab[i]
+        if found < 0:
+            found = counts[_PAIRS]
+            counts[_PAIRS] += 1
+            pair_key[found] = key
+            ptab[i] = found
+            return found
+        if pair_key[found] == key:
+            return found
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _key_hash(pair, partition):
+    return _mix(np.uint64(pair) * _GOLDEN ^ np.uint64(partition))
+
+
+@njit(cache=True)
+def _slot(pair, partition, counts, slot_pair, slot_part, ktab):
+    """The slot of the offset key (pair, partition), added if new."""
+    mask = len(ktab) - 1
+    i = np.int64(_key_hash(pair, partition) & np.uint64(mask))
+    while True:
+        found = ktab[i]
+        if found < 0:
+            found = counts[_SLOTS]
+            counts[_SLOTS] += 1
+            slot_pair[found], slot_part[found] = pair, partition
+            ktab[i] = found
+            return found
+        if slot_pair[found] == pair and slot_part[found] == partition:
+            return found
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _index(buf, kind, spans, ints, r, n, block_no, counts, arena, name_start, name_len, name_hash, ntab,
+           last_seg, pair_key, ptab, slot_pair, slot_part, ktab, state, offset, epoch, committed, expire,
+           meta_len, meta_start, meta_block, events, meta_slots):
+    """Fold records r..n-1 of a scanned block into the key columns; the record it stopped at (n: all).
+
+    It stops early when a table or column might overflow with the next record; the caller grows
+    them and calls again from there. An offset commit updates its key's slot (last record wins) and,
+    for a value, adds an event for its group once per segment; any other record adds an event
+    (-1 - its index) and starts a new segment.
+    """
+    prev_g, prev_g_len, gid, prev_t, prev_t_len, tid, pid = -1, -1, -1, -1, -1, -1, -1
+    while r < n:
+        if kind[r] != COMMIT:
+            counts[_SEG] += 1
+            events[counts[_EVENTS]] = -1 - r
+            counts[_EVENTS] += 1
+            r += 1
+            continue
+        g_start, g_len, t_start, t_len = spans[2, r], spans[3, r], spans[4, r], spans[5, r]
+        if (2 * (counts[_NAMES] + 2) > len(ntab) or counts[_NAMES] + 2 > len(name_start)
+                or counts[_ARENA] + g_len + t_len > len(arena) or 2 * (counts[_PAIRS] + 1) > len(ptab)
+                or counts[_PAIRS] + 1 > len(pair_key) or 2 * (counts[_SLOTS] + 1) > len(ktab)
+                or counts[_SLOTS] + 1 > len(state)):
+            return r
+        changed = False
+        if g_len != prev_g_len or not _equal(buf, g_start, prev_g, g_len):
+            gid = _name_id(buf, g_start, g_len, counts, arena, name_start, name_len, name_hash, ntab)
+            prev_g, prev_g_len, changed = g_start, g_len, True
+        if t_len != prev_t_len or not _equal(buf, t_start, prev_t, t_len):
+            tid = _name_id(buf, t_start, t_len, counts, arena, name_start, name_len, name_hash, ntab)
+            prev_t, prev_t_len, changed = t_start, t_len, True
+        if changed:
+            pid = _pair_id((gid << 32) | tid, counts, pair_key, ptab)
+        s = _slot(pid, ints[0, r], counts, slot_pair, slot_part, ktab)
+        if ints[5, r] == 1:
+            state[s] = 2
+        else:
+            state[s] = 1
+            offset[s], epoch[s], committed[s], expire[s] = ints[1, r], ints[2, r], ints[3, r], ints[4, r]
+            meta_len[s] = spans[7, r]
+            if spans[7, r] > 0:
+                meta_start[s], meta_block[s] = spans[6, r], block_no
+                meta_slots[counts[_METAS]] = s
+                counts[_METAS] += 1
+            if last_seg[gid] != counts[_SEG]:
+                last_seg[gid] = counts[_SEG]
+                events[counts[_EVENTS]] = gid
+                counts[_EVENTS] += 1
+        r += 1
+    return r
+
+
+@njit(cache=True)
+def _equal(buf, a, b, length):
+    if b < 0:
+        return False
+    for k in range(length):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _rehash_names(ntab, name_hash, n):
+    mask = len(ntab) - 1
+    for found in range(n):
+        i = np.int64(name_hash[found] & np.uint64(mask))
+        while ntab[i] >= 0:
+            i = (i + 1) & mask
+        ntab[i] = found
+
+
+@njit(cache=True)
+def _rehash_pairs(ptab, pair_key, n):
+    mask = len(ptab) - 1
+    for found in range(n):
+        i = np.int64(_mix(np.uint64(pair_key[found])) & np.uint64(mask))
+        while ptab[i] >= 0:
+            i = (i + 1) & mask
+        ptab[i] = found
+
+
+@njit(cache=True)
+def _rehash_keys(ktab, slot_pair, slot_part, n):
+    mask = len(ktab) - 1
+    for found in range(n):
+        i = np.int64(_key_hash(slot_pair[found], slot_part[found]) & np.uint64(mask))
+        while ktab[i] >= 0:
+            i = (i + 1) & mask
+        ktab[i] = found
+
+
+@njit(cache=True)
+def _order(keys, nkeys):
+    """A stable permutation that sorts `keys` (0 <= key < nkeys): a counting sort."""
+    start = np.zeros(nkeys + 1, np.int64)
+    for k in keys:
+        start[k + 1] += 1
+    for k in range(nkeys):
+        start[k + 1] += start[k]
+    out = np.empty(len(keys), np.int64)
+    for i in range(len(keys)):
+        out[start[keys[i]]] = i
+        start[keys[i]] += 1
+    return out
+
+
+@njit(cache=True)
+def _partition_index(pair_of_row, part_of_row, row_in_group, pair_base, index):
+    """Fill the flat partition -> row index (each pair's region starts at pair_base[pair])."""
+    for i in range(len(pair_of_row)):
+        index[pair_base[pair_of_row[i]] + part_of_row[i]] = row_in_group[i]
+
+
+def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
+    out = np.empty(size, a.dtype) if fill is None else np.full(size, fill, a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+class _Keys:
+    """The scan's state across blocks: names, pairs and offset-key slots with their last values."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(7, np.int64)
+        self.arena = np.empty(1 << 16, np.uint8)
+        self.name_start, self.name_len = np.empty(1024, np.int64), np.empty(1024, np.int64)
+        self.name_hash, self.last_seg = np.empty(1024, np.uint64), np.full(1024, -1, np.int64)
+        self.ntab = np.full(2048, -1, np.int64)
+        self.pair_key, self.ptab = np.empty(1024, np.int64), np.full(2048, -1, np.int64)
+        self.slot_pair, self.slot_part = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.ktab = np.full(1 << 15, -1, np.int64)
+        self.state = np.zeros(1 << 14, np.int8)
+        self.offset, self.epoch = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.committed, self.expire = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.meta_len = np.zeros(1 << 14, np.int64)
+        self.meta_start, self.meta_block = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.names: list[str] = []
+        self.metadata: dict[int, str] = {}  # slot -> its last value's metadata, where not empty
+        self.events: list[Record | str] = []
+        self.records = 0
+
+    def _grow(self, block_bytes: int) -> None:
+        """Double whatever the next record might overflow."""
+        c = self.counts
+        if 2 * (c[_NAMES] + 2) > len(self.ntab) or c[_NAMES] + 2 > len(self.name_start):
+            size = 2 * len(self.name_start)
+            self.name_start, self.name_len = _grown(self.name_start, size), _grown(self.name_len, size)
+            self.name_hash, self.last_seg = _grown(self.name_hash, size), _grown(self.last_seg, size, -1)
+            self.ntab = np.full(2 * size, -1, np.int64)
+            _rehash_names(self.ntab, self.name_hash, c[_NAMES])
+        if c[_ARENA] + block_bytes > len(self.arena):
+            self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[_ARENA]) + block_bytes))
+        if 2 * (c[_PAIRS] + 1) > len(self.ptab) or c[_PAIRS] + 1 > len(self.pair_key):
+            self.pair_key = _grown(self.pair_key, 2 * len(self.pair_key))
+            self.ptab = np.full(2 * len(self.pair_key), -1, np.int64)
+            _rehash_pairs(self.ptab, self.pair_key, c[_PAIRS])
+        if 2 * (c[_SLOTS] + 1) > len(self.ktab) or c[_SLOTS] + 1 > len(self.state):
+            size = 2 * len(self.state)
+            for name in ("slot_pair", "slot_part", "offset", "epoch", "committed", "expire", "meta_start",
+                         "meta_block"):
+                setattr(self, name, _grown(getattr(self, name), size))
+            self.state, self.meta_len = _grown(self.state, size, 0), _grown(self.meta_len, size, 0)
+            self.ktab = np.full(2 * size, -1, np.int64)
+            _rehash_keys(self.ktab, self.slot_pair, self.slot_part, c[_SLOTS])
+
+    def feed(self, block: EntryBlock, block_no: int) -> None:
+        """Fold one block of entries in: the key columns, its other records and its group events."""
+        counts = np.frombuffer(block.record_counts, np.int64)
+        n = int(counts.sum())
+        if n == 0:
+            return
+        buf = np.frombuffer(block.payload, np.uint8)
+        kind = np.zeros(n, np.int8)
+        spans = np.zeros((8, n), np.int64)
+        ints = np.zeros((6, n), np.int64)
+        bad = parse_records(buf, np.frombuffer(block.payload_ends, np.int64), counts, kind, spans, ints, True)
+        if bad >= 0:
+            raise _Unsupported(f"record {bad} of a block is not in the layout the bulk scan knows")
+        c = self.counts
+        c[_EVENTS] = c[_METAS] = 0
+        events, meta_slots = np.empty(n, np.int64), np.empty(n, np.int64)
+        names_before = int(c[_NAMES])
+        r = 0
+        while True:
+            r = _index(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
+                       self.name_hash, self.ntab, self.last_seg, self.pair_key, self.ptab, self.slot_pair,
+                       self.slot_part, self.ktab, self.state, self.offset, self.epoch, self.committed, self.expire,
+                       self.meta_len, self.meta_start, self.meta_block, events, meta_slots)
+            if r >= n:
+                break
+            self._grow(len(block.payload))
+        self.records += n
+        payload = block.payload
+        try:
+            for i in range(names_before, int(c[_NAMES])):
+                start = int(self.name_start[i])
+                self.names.append(self.arena[start : start + int(self.name_len[i])].tobytes().decode())
+            for s in np.unique(meta_slots[: c[_METAS]]).tolist():
+                if self.meta_block[s] == block_no and self.meta_len[s] > 0 and self.state[s] == 1:
+                    start = int(self.meta_start[s])
+                    self.metadata[s] = payload[start : start + int(self.meta_len[s])].decode()
+            view = memoryview(payload)
+            for code in events[: c[_EVENTS]].tolist():
+                if code >= 0:
+                    self.events.append(self.names[code])
+                    continue
+                at = -1 - code
+                start, length = int(spans[0, at]), int(spans[1, at])
+                (record,) = records_from_objs([msgpack.unpackb(view[start : start + length], raw=False)])
+                self.events.append(record)
+        except (ValueError, TypeError) as e:  # UnicodeDecodeError, RecordFormatError, msgpack's errors
+            raise _Unsupported(str(e)) from e
+
+    def offsets(self) -> dict[str, GroupOffsets]:
+        """The live offsets (the keys whose last record is a value) as the shard's column store, by group."""
+        c = self.counts
+        live = np.flatnonzero(self.state[: c[_SLOTS]] == 1)
+        pair = self.slot_pair[live]
+        pair_group = self.pair_key[: c[_PAIRS]] >> 32
+        pair_topic = self.pair_key[: c[_PAIRS]] & 0xFFFFFFFF
+        part, epoch = self.slot_part[live], self.epoch[live]
+        dense = (part >= 0) & (part < DENSE_PARTITIONS) & (epoch >= -(2**31)) & (epoch < 2**31)
+        out: dict[str, GroupOffsets] = {}
+        self._sparse(out, live[~dense], pair_group, pair_topic)
+        live, pair, part = live[dense], pair[dense], part[dense]
+        if not len(live):
+            return out
+        # Rows in order of (group, topic): the pairs sorted by group then topic, the rows by their pair's rank.
+        pair_order = np.lexsort((pair_topic, pair_group))
+        rank = np.empty(len(pair_order), np.int64)
+        rank[pair_order] = np.arange(len(pair_order))
+        order = _order(rank[pair], len(pair_order))
+        live, pair, part = live[order], pair[order], part[order]
+        group = pair_group[pair]
+        group_starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        group_ends = np.r_[group_starts[1:], len(live)]
+        row_in_group = np.arange(len(live)) - np.repeat(group_starts, group_ends - group_starts)
+        pair_starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        sizes = np.maximum.reduceat(part, pair_starts) + 1
+        base = np.zeros(c[_PAIRS], np.int64)
+        base[pair[pair_starts]] = np.cumsum(sizes) - sizes
+        index = np.full(int(sizes.sum()), -1, np.int32)
+        _partition_index(pair, part, row_in_group, base, index)
+        index_bytes = memoryview(index.tobytes())
+        offsets_bytes = memoryview(self.offset[live].tobytes())
+        epochs_bytes = memoryview(self.epoch[live].astype(np.int32).tobytes())
+        committed_bytes = memoryview(self.committed[live].tobytes())
+        meta: list[str | None] = [""] * len(live)
+        for i in np.flatnonzero(self.meta_len[live] > 0).tolist():
+            meta[i] = self.metadata[int(live[i])]
+        expire_rows = np.flatnonzero(self.expire[live] != -1)
+        expire_of = dict(zip(expire_rows.tolist(), self.expire[live][expire_rows].tolist(), strict=True))
+        names = self.names
+        pair_group_of = group[pair_starts].tolist()
+        pair_topic_names = [names[t] for t in pair_topic[pair[pair_starts]].tolist()]
+        pair_bounds = zip(pair_starts.tolist(), (base[pair[pair_starts]]).tolist(), sizes.tolist(), strict=True)
+        pairs = list(zip(pair_group_of, pair_topic_names, pair_bounds, strict=True))
+        k = 0
+        for a, b in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
+            group_index: dict[str, array] = {}
+            group_id = pair_group_of[k]
+            while k < len(pairs) and pairs[k][0] == group_id:
+                topic_index = array("i")
+                _, at, size = pairs[k][2]
+                topic_index.frombytes(index_bytes[4 * at : 4 * (at + size)])
+                group_index[pairs[k][1]] = topic_index
+                k += 1
+            offset_col, epoch_col, committed_col = array("q"), array("i"), array("q")
+            offset_col.frombytes(offsets_bytes[8 * a : 8 * b])
+            epoch_col.frombytes(epochs_bytes[4 * a : 4 * b])
+            committed_col.frombytes(committed_bytes[8 * a : 8 * b])
+            expire = {row - a: expire_of[row] for row in expire_rows[(expire_rows >= a) & (expire_rows < b)].tolist()} \
+                if expire_of else None
+            name = names[group_id]
+            sparse = out[name].sparse if name in out else None
+            out[name] = GroupOffsets.from_columns(group_index, offset_col, epoch_col, committed_col, meta[a:b], expire,
+                                                 sparse)
+        return out
+
+    def _sparse(self, out: dict[str, GroupOffsets], slots: np.ndarray, pair_group: np.ndarray,
+                pair_topic: np.ndarray) -> None:
+        """The live keys the columns do not hold (a high partition, an epoch past int32), kept as values."""
+        names = self.names
+        for s in slots.tolist():
+            pair = int(self.slot_pair[s])
+            group, topic = names[int(pair_group[pair])], names[int(pair_topic[pair])]
+            metadata = self.metadata[s] if self.meta_len[s] > 0 else ""
+            value = OffsetCommitValue(int(self.offset[s]), int(self.epoch[s]), metadata,
+                                      int(self.committed[s]), int(self.expire[s]))
+            store = out.setdefault(group, GroupOffsets())
+            store.put(topic, int(self.slot_part[s]), value)
+
+
+def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECORDS) -> BulkLoad | None:
+    """A partition log decoded in bulk for GroupCoordinator.load_bulk, or None where only a
+    record-by-record replay will do (see the module docstring)."""
+    keys = _Keys()
+    position: LogPosition | int = 0
+    block_no = 0
+    try:
+        while True:
+            block = read_entries(directory, position, max_records=block_records)
+            if not len(block.record_counts):
+                break
+            keys.feed(block, block_no)
+            block_no += 1
+            position = block.end
+        offsets = keys.offsets()
+    except (_Unsupported, CorruptLogError) as e:
+        log.warning("%s: the bulk replay cannot decode this log (%s); replaying it record by record", directory, e)
+        return None
+    return BulkLoad(keys.events, offsets, keys.records)
+
