@@ -27,7 +27,7 @@ import msgpack
 import numpy as np
 from numba import njit
 
-from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, BulkLoad, GroupOffsets
+from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, RUN_BITS, BulkLoad, GroupOffsets
 from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_objs
 
 from .columnar import EntryBlock, LogPosition, read_entries
@@ -39,7 +39,12 @@ log = logging.getLogger(__name__)
 BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
 
 # counts[]: how many names, arena bytes, pairs and slots are in use, the segment number, events and metadata slots.
-_NAMES, _ARENA, _PAIRS, _SLOTS, _SEG, _EVENTS, _METAS = range(7)
+_NAMES, _ARENA, _PAIRS, _SLOTS, _SEG, _EVENTS, _HASHED, _FOLDED, _TOO_SPARSE = range(9)
+# Partitions below this have a slot in their (group, topic)'s run of slots, indexed by partition (as the
+# column store indexes them); the others are found in a hash table. A log whose runs would take more than
+# SLOTS_PER_RECORD slots per record (a few records each of many topics, at high partitions) is replayed
+# record by record instead.
+SLOTS_PER_RECORD = 8
 _M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _FNV_BASIS, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
@@ -121,8 +126,8 @@ def _key_hash(pair, partition):
 
 
 @njit(cache=True)
-def _slot(pair, partition, counts, slot_pair, slot_part, ktab):
-    """The slot of the offset key (pair, partition), added if new."""
+def _slot(pair, partition, counts, slot_pair, slot_part, ktab, hashed):
+    """The slot of the offset key (pair, partition) in the hash table, added if new."""
     mask = len(ktab) - 1
     i = np.int64(_key_hash(pair, partition) & np.uint64(mask))
     while True:
@@ -132,6 +137,8 @@ def _slot(pair, partition, counts, slot_pair, slot_part, ktab):
             counts[_SLOTS] += 1
             slot_pair[found], slot_part[found] = pair, partition
             ktab[i] = found
+            hashed[counts[_HASHED]] = found
+            counts[_HASHED] += 1
             return found
         if slot_pair[found] == pair and slot_part[found] == partition:
             return found
@@ -139,9 +146,30 @@ def _slot(pair, partition, counts, slot_pair, slot_part, ktab):
 
 
 @njit(cache=True)
+def _dense_slot(pid, part, counts, pair_base, pair_cap, slot_pair, slot_part, state, offset, epoch, committed,
+                expire, meta_len, meta_start, meta_block):
+    """The slot of `part` (0 <= part < DENSE_PARTITIONS) in its pair's run; a short run moves and grows."""
+    cap = pair_cap[pid]
+    if part < cap:
+        return pair_base[pid] + part
+    new_cap = min(DENSE_PARTITIONS, max(part + 1, 2 * cap, 8))
+    old, base = pair_base[pid], counts[_SLOTS]
+    counts[_SLOTS] += new_cap
+    for i in range(new_cap):
+        slot_pair[base + i], slot_part[base + i], state[base + i] = pid, i, 0
+    for i in range(cap):
+        a, b = old + i, base + i
+        state[b], offset[b], epoch[b], committed[b], expire[b] = state[a], offset[a], epoch[a], committed[a], expire[a]
+        meta_len[b], meta_start[b], meta_block[b] = meta_len[a], meta_start[a], meta_block[a]
+        state[a] = 0
+    pair_base[pid], pair_cap[pid] = base, new_cap
+    return base + part
+
+
+@njit(cache=True)
 def _index(buf, kind, spans, ints, r, n, block_no, counts, arena, name_start, name_len, name_hash, ntab,
-           last_seg, pair_key, ptab, slot_pair, slot_part, ktab, state, offset, epoch, committed, expire,
-           meta_len, meta_start, meta_block, events, meta_slots):
+           last_seg, pair_key, ptab, pair_base, pair_cap, slot_pair, slot_part, ktab, hashed, state, offset, epoch,
+           committed, expire, meta_len, meta_start, meta_block, events):
     """Fold records r..n-1 of a scanned block into the key columns; the record it stopped at (n: all).
 
     It stops early when a table or column might overflow with the next record; the caller grows
@@ -160,9 +188,12 @@ def _index(buf, kind, spans, ints, r, n, block_no, counts, arena, name_start, na
         g_start, g_len, t_start, t_len = spans[2, r], spans[3, r], spans[4, r], spans[5, r]
         if (2 * (counts[_NAMES] + 2) > len(ntab) or counts[_NAMES] + 2 > len(name_start)
                 or counts[_ARENA] + g_len + t_len > len(arena) or 2 * (counts[_PAIRS] + 1) > len(ptab)
-                or counts[_PAIRS] + 1 > len(pair_key) or 2 * (counts[_SLOTS] + 1) > len(ktab)
-                or counts[_SLOTS] + 1 > len(state)):
+                or counts[_PAIRS] + 1 > len(pair_key) or 2 * (counts[_HASHED] + 1) > len(ktab)
+                or counts[_SLOTS] + DENSE_PARTITIONS + 1 > len(state)):
             return r
+        if counts[_SLOTS] > SLOTS_PER_RECORD * (counts[_FOLDED] + r) + (1 << 20):
+            counts[_TOO_SPARSE] = 1
+            return n
         changed = False
         if g_len != prev_g_len or not _equal(buf, g_start, prev_g, g_len):
             gid = _name_id(buf, g_start, g_len, counts, arena, name_start, name_len, name_hash, ntab)
@@ -172,7 +203,14 @@ def _index(buf, kind, spans, ints, r, n, block_no, counts, arena, name_start, na
             prev_t, prev_t_len, changed = t_start, t_len, True
         if changed:
             pid = _pair_id((gid << 32) | tid, counts, pair_key, ptab)
-        s = _slot(pid, ints[0, r], counts, slot_pair, slot_part, ktab)
+        part = ints[0, r]
+        if 0 <= part < pair_cap[pid]:  # the common case, without a call (each passes every array)
+            s = pair_base[pid] + part
+        elif 0 <= part < DENSE_PARTITIONS:
+            s = _dense_slot(pid, part, counts, pair_base, pair_cap, slot_pair, slot_part, state, offset, epoch,
+                            committed, expire, meta_len, meta_start, meta_block)
+        else:
+            s = _slot(pid, part, counts, slot_pair, slot_part, ktab, hashed)
         if ints[5, r] == 1:
             state[s] = 2
         else:
@@ -181,8 +219,6 @@ def _index(buf, kind, spans, ints, r, n, block_no, counts, arena, name_start, na
             meta_len[s] = spans[7, r]
             if spans[7, r] > 0:
                 meta_start[s], meta_block[s] = spans[6, r], block_no
-                meta_slots[counts[_METAS]] = s
-                counts[_METAS] += 1
             if last_seg[gid] != counts[_SEG]:
                 last_seg[gid] = counts[_SEG]
                 events[counts[_EVENTS]] = gid
@@ -222,9 +258,9 @@ def _rehash_pairs(ptab, pair_key, n):
 
 
 @njit(cache=True)
-def _rehash_keys(ktab, slot_pair, slot_part, n):
+def _rehash_keys(ktab, slot_pair, slot_part, hashed, n):
     mask = len(ktab) - 1
-    for found in range(n):
+    for found in hashed[:n]:
         i = np.int64(_key_hash(slot_pair[found], slot_part[found]) & np.uint64(mask))
         while ktab[i] >= 0:
             i = (i + 1) & mask
@@ -263,21 +299,22 @@ class _Keys:
     """The scan's state across blocks: names, pairs and offset-key slots with their last values."""
 
     def __init__(self) -> None:
-        self.counts = np.zeros(7, np.int64)
+        self.counts = np.zeros(9, np.int64)
         self.arena = np.empty(1 << 16, np.uint8)
         self.name_start, self.name_len = np.empty(1024, np.int64), np.empty(1024, np.int64)
         self.name_hash, self.last_seg = np.empty(1024, np.uint64), np.full(1024, -1, np.int64)
         self.ntab = np.full(2048, -1, np.int64)
         self.pair_key, self.ptab = np.empty(1024, np.int64), np.full(2048, -1, np.int64)
+        self.pair_base, self.pair_cap = np.zeros(1024, np.int64), np.zeros(1024, np.int64)
         self.slot_pair, self.slot_part = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
-        self.ktab = np.full(1 << 15, -1, np.int64)
+        self.ktab, self.hashed = np.full(1 << 10, -1, np.int64), np.empty(1 << 9, np.int64)
         self.state = np.zeros(1 << 14, np.int8)
         self.offset, self.epoch = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
         self.committed, self.expire = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
         self.meta_len = np.zeros(1 << 14, np.int64)
         self.meta_start, self.meta_block = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
         self.names: list[str] = []
-        self.metadata: dict[int, str] = {}  # slot -> its last value's metadata, where not empty
+        self.metadata: dict[tuple[int, int], str] = {}  # (block, position) -> a live value's metadata, if not empty
         self.events: list[Record | str] = []
         self.records = 0
 
@@ -293,17 +330,21 @@ class _Keys:
         if c[_ARENA] + block_bytes > len(self.arena):
             self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[_ARENA]) + block_bytes))
         if 2 * (c[_PAIRS] + 1) > len(self.ptab) or c[_PAIRS] + 1 > len(self.pair_key):
-            self.pair_key = _grown(self.pair_key, 2 * len(self.pair_key))
-            self.ptab = np.full(2 * len(self.pair_key), -1, np.int64)
+            size = 2 * len(self.pair_key)
+            self.pair_key = _grown(self.pair_key, size)
+            self.pair_base, self.pair_cap = _grown(self.pair_base, size, 0), _grown(self.pair_cap, size, 0)
+            self.ptab = np.full(2 * size, -1, np.int64)
             _rehash_pairs(self.ptab, self.pair_key, c[_PAIRS])
-        if 2 * (c[_SLOTS] + 1) > len(self.ktab) or c[_SLOTS] + 1 > len(self.state):
+        if 2 * (c[_HASHED] + 1) > len(self.ktab):
+            self.hashed = _grown(self.hashed, 2 * len(self.hashed))
+            self.ktab = np.full(2 * len(self.hashed), -1, np.int64)
+            _rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[_HASHED])
+        if c[_SLOTS] + DENSE_PARTITIONS + 1 > len(self.state):
             size = 2 * len(self.state)
             for name in ("slot_pair", "slot_part", "offset", "epoch", "committed", "expire", "meta_start",
                          "meta_block"):
                 setattr(self, name, _grown(getattr(self, name), size))
             self.state, self.meta_len = _grown(self.state, size, 0), _grown(self.meta_len, size, 0)
-            self.ktab = np.full(2 * size, -1, np.int64)
-            _rehash_keys(self.ktab, self.slot_pair, self.slot_part, c[_SLOTS])
 
     def feed(self, block: EntryBlock, block_no: int) -> None:
         """Fold one block of entries in: the key columns, its other records and its group events."""
@@ -319,28 +360,33 @@ class _Keys:
         if bad >= 0:
             raise _Unsupported(f"record {bad} of a block is not in the layout the bulk scan knows")
         c = self.counts
-        c[_EVENTS] = c[_METAS] = 0
-        events, meta_slots = np.empty(n, np.int64), np.empty(n, np.int64)
+        c[_EVENTS] = 0
+        events = np.empty(n, np.int64)
         names_before = int(c[_NAMES])
         r = 0
         while True:
             r = _index(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
-                       self.name_hash, self.ntab, self.last_seg, self.pair_key, self.ptab, self.slot_pair,
-                       self.slot_part, self.ktab, self.state, self.offset, self.epoch, self.committed, self.expire,
-                       self.meta_len, self.meta_start, self.meta_block, events, meta_slots)
+                       self.name_hash, self.ntab, self.last_seg, self.pair_key, self.ptab, self.pair_base,
+                       self.pair_cap, self.slot_pair, self.slot_part, self.ktab, self.hashed, self.state, self.offset,
+                       self.epoch, self.committed, self.expire, self.meta_len, self.meta_start, self.meta_block,
+                       events)
             if r >= n:
                 break
             self._grow(len(block.payload))
+        if c[_TOO_SPARSE]:
+            raise _Unsupported("its offset keys are too sparse for slots by partition")
+        c[_FOLDED] += n
         self.records += n
         payload = block.payload
         try:
             for i in range(names_before, int(c[_NAMES])):
                 start = int(self.name_start[i])
                 self.names.append(self.arena[start : start + int(self.name_len[i])].tobytes().decode())
-            for s in np.unique(meta_slots[: c[_METAS]]).tolist():
-                if self.meta_block[s] == block_no and self.meta_len[s] > 0 and self.state[s] == 1:
-                    start = int(self.meta_start[s])
-                    self.metadata[s] = payload[start : start + int(self.meta_len[s])].decode()
+            used = int(c[_SLOTS])
+            written = np.flatnonzero((self.meta_block[:used] == block_no) & (self.meta_len[:used] > 0)
+                                     & (self.state[:used] == 1))
+            for start, length in zip(self.meta_start[written].tolist(), self.meta_len[written].tolist(), strict=True):
+                self.metadata[block_no, start] = payload[start : start + length].decode()
             view = memoryview(payload)
             for code in events[: c[_EVENTS]].tolist():
                 if code >= 0:
@@ -375,48 +421,54 @@ class _Keys:
         live, pair, part = live[order], pair[order], part[order]
         group = pair_group[pair]
         group_starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-        group_ends = np.r_[group_starts[1:], len(live)]
-        row_in_group = np.arange(len(live)) - np.repeat(group_starts, group_ends - group_starts)
-        pair_starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-        sizes = np.maximum.reduceat(part, pair_starts) + 1
+        row_in_group = np.arange(len(live)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(live)]))
+        # A run of the partition -> row index per (group, topic): as long as its highest live partition + 1.
+        run_starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        lengths = np.maximum.reduceat(part, run_starts) + 1
+        run_base = np.cumsum(lengths) - lengths
         base = np.zeros(c[_PAIRS], np.int64)
-        base[pair[pair_starts]] = np.cumsum(sizes) - sizes
-        index = np.full(int(sizes.sum()), -1, np.int32)
+        base[pair[run_starts]] = run_base
+        index = np.full(int(lengths.sum()), -1, np.int32)
         _partition_index(pair, part, row_in_group, base, index)
+        # Per group: its runs, where its index starts, and each run's entry in the group's `topics`.
+        run_group = group[run_starts]
+        group_runs = np.flatnonzero(np.r_[True, run_group[1:] != run_group[:-1]])
+        group_index_start = run_base[group_runs]
+        packed = (run_base - np.repeat(group_index_start, np.diff(np.r_[group_runs, len(run_starts)]))) << RUN_BITS
+        packed |= lengths
         index_bytes = memoryview(index.tobytes())
         offsets_bytes = memoryview(self.offset[live].tobytes())
         epochs_bytes = memoryview(self.epoch[live].astype(np.int32).tobytes())
         committed_bytes = memoryview(self.committed[live].tobytes())
         meta: list[str | None] = [""] * len(live)
         for i in np.flatnonzero(self.meta_len[live] > 0).tolist():
-            meta[i] = self.metadata[int(live[i])]
-        expire_rows = np.flatnonzero(self.expire[live] != -1)
-        expire_of = dict(zip(expire_rows.tolist(), self.expire[live][expire_rows].tolist(), strict=True))
+            meta[i] = self.metadata[int(self.meta_block[live[i]]), int(self.meta_start[live[i]])]
+        expires = self.expire[live]
+        expire_rows = np.flatnonzero(expires != -1)
+        cuts = np.r_[group_starts, len(live)]
+        expire_cuts: list[int] = np.asarray(np.searchsorted(expire_rows, cuts)).tolist()
+        expire_rows_list, expire_values = expire_rows.tolist(), expires[expire_rows].tolist()
         names = self.names
-        pair_group_of = group[pair_starts].tolist()
-        pair_topic_names = [names[t] for t in pair_topic[pair[pair_starts]].tolist()]
-        pair_bounds = zip(pair_starts.tolist(), (base[pair[pair_starts]]).tolist(), sizes.tolist(), strict=True)
-        pairs = list(zip(pair_group_of, pair_topic_names, pair_bounds, strict=True))
-        k = 0
-        for a, b in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
-            group_index: dict[str, array] = {}
-            group_id = pair_group_of[k]
-            while k < len(pairs) and pairs[k][0] == group_id:
-                topic_index = array("i")
-                _, at, size = pairs[k][2]
-                topic_index.frombytes(index_bytes[4 * at : 4 * (at + size)])
-                group_index[pairs[k][1]] = topic_index
-                k += 1
-            offset_col, epoch_col, committed_col = array("q"), array("i"), array("q")
+        run_names = [names[t] for t in pair_topic[pair[run_starts]].tolist()]
+        packed_list = packed.tolist()
+        run_cuts = np.r_[group_runs, len(run_starts)].tolist()
+        index_cuts = np.r_[group_index_start, len(index)].tolist()
+        row_cuts = np.r_[group_starts, len(live)].tolist()
+        for k, group_id in enumerate(run_group[group_runs].tolist()):
+            a, b = row_cuts[k], row_cuts[k + 1]
+            topics = dict(zip(run_names[run_cuts[k] : run_cuts[k + 1]], packed_list[run_cuts[k] : run_cuts[k + 1]],
+                              strict=True))
+            index_col, offset_col, epoch_col, committed_col = array("i"), array("q"), array("i"), array("q")
+            index_col.frombytes(index_bytes[4 * index_cuts[k] : 4 * index_cuts[k + 1]])
             offset_col.frombytes(offsets_bytes[8 * a : 8 * b])
             epoch_col.frombytes(epochs_bytes[4 * a : 4 * b])
             committed_col.frombytes(committed_bytes[8 * a : 8 * b])
-            expire = {row - a: expire_of[row] for row in expire_rows[(expire_rows >= a) & (expire_rows < b)].tolist()} \
-                if expire_of else None
+            e0, e1 = expire_cuts[k], expire_cuts[k + 1]
+            expire = {expire_rows_list[i] - a: expire_values[i] for i in range(e0, e1)} if e1 > e0 else None
             name = names[group_id]
             sparse = out[name].sparse if name in out else None
-            out[name] = GroupOffsets.from_columns(group_index, offset_col, epoch_col, committed_col, meta[a:b], expire,
-                                                 sparse)
+            out[name] = GroupOffsets.from_columns(topics, index_col, offset_col, epoch_col, committed_col, meta[a:b],
+                                                 expire, sparse)
         return out
 
     def _sparse(self, out: dict[str, GroupOffsets], slots: np.ndarray, pair_group: np.ndarray,
@@ -426,7 +478,7 @@ class _Keys:
         for s in slots.tolist():
             pair = int(self.slot_pair[s])
             group, topic = names[int(pair_group[pair])], names[int(pair_topic[pair])]
-            metadata = self.metadata[s] if self.meta_len[s] > 0 else ""
+            metadata = self.metadata[int(self.meta_block[s]), int(self.meta_start[s])] if self.meta_len[s] > 0 else ""
             value = OffsetCommitValue(int(self.offset[s]), int(self.epoch[s]), metadata,
                                       int(self.committed[s]), int(self.expire[s]))
             store = out.setdefault(group, GroupOffsets())

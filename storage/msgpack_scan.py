@@ -20,7 +20,7 @@ SPAN_RECORD, SPAN_GROUP, SPAN_TOPIC, SPAN_METADATA = 0, 2, 4, 6
 INT_PARTITION, INT_OFFSET, INT_EPOCH, INT_COMMIT_TS, INT_EXPIRE_TS, INT_TOMBSTONE = 0, 1, 2, 3, 4, 5
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _uint(buf, pos, size):
     value = 0
     for k in range(size):
@@ -28,7 +28,7 @@ def _uint(buf, pos, size):
     return value
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _int(buf, pos):
     """(value, next position, ok) of the msgpack integer at pos."""
     b = buf[pos]
@@ -49,7 +49,7 @@ def _int(buf, pos):
     return np.int64(0), pos, False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _str(buf, pos):
     """(start, length, next position, ok) of the msgpack string at pos; length -1 for nil."""
     b = buf[pos]
@@ -65,7 +65,7 @@ def _str(buf, pos):
     return pos, 0, pos, False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _array(buf, pos):
     """(items, next position, ok) of the msgpack array header at pos."""
     b = buf[pos]

@@ -2,8 +2,10 @@
 
 A row holds one committed offset: its offset, leader epoch and commit timestamp in `array` columns,
 its metadata string in a list (every empty metadata is the one interned ""; None marks a free row),
-and an expire timestamp only when one was given (a dict of the few rows that have one). Per topic,
-an int32 array maps partition -> row (-1: none). An OffsetCommitValue is built only when asked for.
+and an expire timestamp only when one was given (a dict of the few rows that have one). One int32
+array maps partition -> row (-1: none) for all the group's topics, each topic a run of it that
+starts at its base: `topics` maps a topic to base << 13 | the run's length. An OffsetCommitValue is
+built only when asked for.
 
 What does not fit that layout (a partition past DENSE_PARTITIONS, a value outside the columns'
 integer ranges, metadata that is not a str) is kept as it came, in a small dict beside the columns,
@@ -23,6 +25,8 @@ from ..values import TopicPartition
 # Partitions below this are indexed densely (4 bytes per partition up to the highest one committed);
 # a higher one (Kafka topics rarely have a thousand partitions) is kept in the side dict.
 DENSE_PARTITIONS = 4096
+RUN_BITS = 13  # a topic's entry in `topics`: base << RUN_BITS | length of its run (at most DENSE_PARTITIONS)
+_RUN_MASK = (1 << RUN_BITS) - 1
 
 _new = tuple.__new__
 _NONE = array("i", [-1])
@@ -31,10 +35,12 @@ _NONE = array("i", [-1])
 class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     """The committed offsets of one group, by column; a read-only Mapping to its readers."""
 
-    __slots__ = ("committed", "epoch", "expire", "index", "live", "meta", "offset", "sparse")
+    __slots__ = ("committed", "dead", "epoch", "expire", "index", "live", "meta", "offset", "sparse", "topics")
 
     def __init__(self) -> None:
-        self.index: dict[str, array] = {}  # topic -> partition -> row, -1 for none
+        self.topics: dict[str, int] = {}  # topic -> base << RUN_BITS | run length, its run of `index`
+        self.index = array("i")  # partition -> row (-1: none), topic by topic
+        self.dead = 0  # entries of `index` no topic's run covers any more
         self.offset = array("q")
         self.epoch = array("i")
         self.committed = array("q")
@@ -46,7 +52,8 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     @classmethod
     def from_columns(
         cls,
-        index: dict[str, array],
+        topics: dict[str, int],
+        index: array,
         offset: array,
         epoch: array,
         committed: array,
@@ -55,8 +62,9 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         sparse: dict[TopicPartition, OffsetCommitValue] | None = None,
     ) -> GroupOffsets:
         """A group's offsets from columns built in bulk (a load); every row is in use and indexed once."""
-        self = cls()
-        self.index, self.offset, self.epoch, self.committed, self.meta = index, offset, epoch, committed, meta
+        self = cls.__new__(cls)
+        self.topics, self.index, self.dead = topics, index, 0
+        self.offset, self.epoch, self.committed, self.meta = offset, epoch, committed, meta
         self.expire, self.sparse, self.live = expire or None, sparse or None, len(meta)
         return self
 
@@ -65,9 +73,10 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     def put(self, topic: str, partition: int, value: OffsetCommitValue) -> bool:
         """Store `value` as the committed offset of (topic, partition); True if the key was new."""
         offset, epoch, metadata, committed, expire = value
-        idx = self.index.get(topic)
-        if idx is not None and type(partition) is int and 0 <= partition < len(idx):
-            row = idx[partition]
+        run = self.topics.get(topic)
+        if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
+            at = (run >> RUN_BITS) + partition
+            row = self.index[at]
             if row >= 0:
                 if type(metadata) is str:
                     try:
@@ -81,7 +90,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
                         if expire != -1 or self.expire:
                             self._set_expire(row, expire)
                         return False
-                self._free(topic, idx, partition, row)
+                self._free(topic, run, at, row)
                 return self._put_sparse(topic, partition, value, new=False)
         sparse = self.sparse
         was_sparse = sparse is not None and sparse.pop(_new(TopicPartition, (topic, partition)), None) is not None
@@ -98,13 +107,45 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.meta.append(metadata if metadata else "")
         if expire != -1:
             self._set_expire(row, expire)
-        if idx is None:
-            idx = self.index[topic] = _NONE * (partition + 1)
-        elif partition >= len(idx):
-            idx.extend(_NONE * (partition + 1 - len(idx)))
-        idx[partition] = row
+        self.index[self._slot(topic, run, partition)] = row
         self.live += 1
         return not was_sparse
+
+    def _slot(self, topic: str, run: int | None, partition: int) -> int:
+        """Where `partition` of `topic` sits in `index`, the topic's run extended (or moved to the end) to hold it."""
+        index = self.index
+        if run is None:
+            base = len(index)
+            index.extend(_NONE * (partition + 1))
+            self.topics[topic] = base << RUN_BITS | (partition + 1)
+            return base + partition
+        base, length = run >> RUN_BITS, run & _RUN_MASK
+        if partition < length:
+            return base + partition
+        if base + length == len(index):  # the last run grows in place
+            index.extend(_NONE * (partition + 1 - length))
+            self.topics[topic] = base << RUN_BITS | (partition + 1)
+            return base + partition
+        grown = min(DENSE_PARTITIONS, max(partition + 1, 2 * length))
+        moved = index[base : base + length]
+        self.dead += length
+        if self.dead > 64 and 2 * self.dead > len(index):
+            self._compact_index()
+            return self._slot(topic, self.topics[topic], partition)
+        new_base = len(index)
+        index.extend(moved)
+        index.extend(_NONE * (grown - length))
+        self.topics[topic] = new_base << RUN_BITS | grown
+        return new_base + partition
+
+    def _compact_index(self) -> None:
+        """Lay the topics' runs out again back to back, without the entries no run covers."""
+        index, packed = self.index, array("i")
+        for topic, run in self.topics.items():
+            base, length = run >> RUN_BITS, run & _RUN_MASK
+            self.topics[topic] = len(packed) << RUN_BITS | length
+            packed.extend(index[base : base + length])
+        self.index, self.dead = packed, 0
 
     def _put_sparse(self, topic: str, partition: int, value: OffsetCommitValue, new: bool) -> bool:
         if self.sparse is None:
@@ -123,11 +164,12 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove the committed offset of (topic, partition); True if there was one."""
-        idx = self.index.get(topic)
-        if idx is not None and type(partition) is int and 0 <= partition < len(idx):
-            row = idx[partition]
+        run = self.topics.get(topic)
+        if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
+            at = (run >> RUN_BITS) + partition
+            row = self.index[at]
             if row >= 0:
-                self._free(topic, idx, partition, row)
+                self._free(topic, run, at, row)
                 if len(self.meta) > 2 * self.live + 32:
                     self._compact()
                 return True
@@ -138,14 +180,18 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
             return True
         return False
 
-    def _free(self, topic: str, idx: array, partition: int, row: int) -> None:
-        idx[partition] = -1
+    def _free(self, topic: str, run: int, at: int, row: int) -> None:
+        self.index[at] = -1
         self.meta[row] = None
         if self.expire:
             self.expire.pop(row, None)
         self.live -= 1
-        if self.live == 0 or idx.count(-1) == len(idx):
-            del self.index[topic]
+        base, length = run >> RUN_BITS, run & _RUN_MASK
+        if self.index[base : base + length].count(-1) == length:  # the topic's last offset: its run goes
+            del self.topics[topic]
+            self.dead += length
+            if not self.topics:
+                self.index, self.dead = array("i"), 0
 
     def _compact(self) -> None:
         """Drop the free rows: every column rebuilt from the rows in use, the index renumbered."""
@@ -159,10 +205,11 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.meta = [meta[r] for r in keep]
         if self.expire:
             self.expire = {renumber[r]: ts for r, ts in self.expire.items()}
-        for idx in self.index.values():
-            for p, row in enumerate(idx):
-                if row >= 0:
-                    idx[p] = renumber[row]
+        self._compact_index()
+        index = self.index
+        for at, row in enumerate(index):
+            if row >= 0:
+                index[at] = renumber[row]
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -179,9 +226,9 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     def get(self, tp: TopicPartition, default: OffsetCommitValue | None = None) -> OffsetCommitValue | None:  # type: ignore[override]
         """The committed offset of `tp`, or `default`."""
         topic, partition = tp
-        idx = self.index.get(topic)
-        if idx is not None and type(partition) is int and 0 <= partition < len(idx):
-            row = idx[partition]
+        run = self.topics.get(topic)
+        if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
+            row = self.index[(run >> RUN_BITS) + partition]
             if row >= 0:
                 return self._value(row)
         if self.sparse is not None:
@@ -198,9 +245,10 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
 
     def _rows(self) -> Iterator[tuple[TopicPartition, int]]:
         """(partition, row) of the rows in use, by topic name, then partition."""
-        new = _new
-        for topic in sorted(self.index):
-            for p, row in enumerate(self.index[topic]):
+        new, index, topics = _new, self.index, self.topics
+        for topic in sorted(topics):
+            base = topics[topic] >> RUN_BITS
+            for p, row in enumerate(index[base : base + (topics[topic] & _RUN_MASK)]):
                 if row >= 0:
                     yield new(TopicPartition, (topic, p)), row
 

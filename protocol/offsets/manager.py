@@ -114,7 +114,7 @@ class OffsetMetadataManager:
         self._offsets = {group_id: group for group_id, group in offsets.items() if len(group)}
         self._count = sum(len(group) for group in self._offsets.values())
         for group in self._offsets.values():
-            for topic in group.index:
+            for topic in group.topics:
                 self._topics.setdefault(topic, topic)
 
     def store(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> None:
