@@ -118,3 +118,18 @@ def test_a_record_the_bulk_scan_does_not_know_sends_the_load_record_by_record(tm
     assert bulk_load(directory, block_records=1) is None
     with pytest.raises(CorruptLogError):  # which the record-by-record replay reports as damage
         list(read_partition(directory))
+
+
+def test_offset_keys_too_sparse_for_runs_by_partition_send_the_load_record_by_record(tmp_path: Path) -> None:
+    # Each record a new topic at partition 4000: a run of 4,000+ slots per record.
+    with PartitionLog(tmp_path / "log", sync="never", clock=lambda: T0) as plog:
+        plog.append([Record(OffsetCommitKey("g", f"t{i}", 4000), OffsetCommitValue(i, -1, "", T0, -1))
+                     for i in range(300)])
+        plog.flush()
+    assert bulk_load(tmp_path / "log") is None
+    with PartitionLog(tmp_path / "dense", sync="never", clock=lambda: T0) as plog:
+        plog.append([Record(OffsetCommitKey("g", f"t{i}", 3), OffsetCommitValue(i, -1, "", T0, -1))
+                     for i in range(300)])
+        plog.flush()
+    plan = bulk_load(tmp_path / "dense")
+    assert plan is not None and len(plan.offsets["g"]) == 300
