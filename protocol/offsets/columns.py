@@ -15,6 +15,7 @@ TopicPartition -> OffsetCommitValue, ordered by topic name, then partition.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
@@ -29,6 +30,7 @@ RUN_BITS = 13  # a topic's entry in `topics`: base << RUN_BITS | length of its r
 _RUN_MASK = (1 << RUN_BITS) - 1
 
 _new = tuple.__new__
+intern = sys.intern
 _NONE = array("i", [-1])
 
 
@@ -107,31 +109,36 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.meta.append(metadata if metadata else "")
         if expire != -1:
             self._set_expire(row, expire)
-        self.index[self._slot(topic, run, partition)] = row
+        index = self.index
+        if run is None:  # the topic's first offset: a run at the end
+            # One str per topic name, not one per group (replay decodes a new one each time).
+            self.topics[intern(topic) if type(topic) is str else topic] = len(index) << RUN_BITS | (partition + 1)
+            if partition:
+                index.extend(_NONE * partition)
+            index.append(row)
+        elif partition < run & _RUN_MASK:
+            index[(run >> RUN_BITS) + partition] = row
+        elif (run >> RUN_BITS) + (run & _RUN_MASK) == len(index):  # the last run grows in place
+            if partition > run & _RUN_MASK:
+                index.extend(_NONE * (partition - (run & _RUN_MASK)))
+            index.append(row)
+            self.topics[topic] = (run >> RUN_BITS) << RUN_BITS | (partition + 1)
+        else:
+            self.index[self._moved(topic, run, partition)] = row
         self.live += 1
         return not was_sparse
 
-    def _slot(self, topic: str, run: int | None, partition: int) -> int:
-        """Where `partition` of `topic` sits in `index`, the topic's run extended (or moved to the end) to hold it."""
+    def _moved(self, topic: str, run: int, partition: int) -> int:
+        """Where `partition` of `topic` sits in `index` once the topic's run, too short, moved to the end, grown."""
         index = self.index
-        if run is None:
-            base = len(index)
-            index.extend(_NONE * (partition + 1))
-            self.topics[topic] = base << RUN_BITS | (partition + 1)
-            return base + partition
         base, length = run >> RUN_BITS, run & _RUN_MASK
-        if partition < length:
-            return base + partition
-        if base + length == len(index):  # the last run grows in place
-            index.extend(_NONE * (partition + 1 - length))
-            self.topics[topic] = base << RUN_BITS | (partition + 1)
-            return base + partition
         grown = min(DENSE_PARTITIONS, max(partition + 1, 2 * length))
         moved = index[base : base + length]
         self.dead += length
         if self.dead > 64 and 2 * self.dead > len(index):
+            del self.topics[topic]
             self._compact_index()
-            return self._slot(topic, self.topics[topic], partition)
+            index = self.index
         new_base = len(index)
         index.extend(moved)
         index.extend(_NONE * (grown - length))

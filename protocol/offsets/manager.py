@@ -70,7 +70,6 @@ class OffsetMetadataManager:
         self.groups = groups
         self.consumer = consumer
         self._offsets: dict[str, GroupOffsets] = {}
-        self._topics: dict[str, str] = {}
         self._count = 0
 
     # --- state and replay ------------------------------------------------------------------
@@ -98,9 +97,19 @@ class OffsetMetadataManager:
         As in Kafka's Java replay, an offset of a group that does not exist creates a simple group.
         """
         group_id, topic, partition = key
-        if value is not None and group_id not in self.registry:
+        offsets = self._offsets.get(group_id)
+        if value is None:
+            if offsets is not None and offsets.delete(topic, partition):
+                self._count -= 1
+                if not len(offsets):
+                    del self._offsets[group_id]
+            return
+        if group_id not in self.registry:
             self.groups.create_simple_group(group_id)
-        self.store(group_id, topic, partition, value)
+        if offsets is None:
+            offsets = self._offsets[group_id] = GroupOffsets()
+        if offsets.put(topic, partition, value):
+            self._count += 1
 
     def ensure_group(self, group_id: str) -> None:
         """The groups half of replaying an offset value: a group that does not exist becomes a simple group."""
@@ -113,25 +122,7 @@ class OffsetMetadataManager:
             raise RuntimeError("bulk-loaded offsets go into a shard that holds none")
         self._offsets = {group_id: group for group_id, group in offsets.items() if len(group)}
         self._count = sum(len(group) for group in self._offsets.values())
-        for group in self._offsets.values():
-            for topic in group.topics:
-                self._topics.setdefault(topic, topic)
 
-    def store(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> None:
-        """The offsets half of `replay`: store or delete one committed offset, touching no group."""
-        offsets = self._offsets.get(group_id)
-        if value is None:
-            if offsets is not None and offsets.delete(topic, partition):
-                self._count -= 1
-                if not len(offsets):
-                    del self._offsets[group_id]
-            return
-        if offsets is None:
-            offsets = self._offsets[group_id] = GroupOffsets()
-        # One str object per topic name instead of one per stored offset (replay decodes a new one each time).
-        topic = self._topics.setdefault(topic, topic)
-        if offsets.put(topic, partition, value):
-            self._count += 1
 
     # --- OffsetCommit ----------------------------------------------------------------------
 
