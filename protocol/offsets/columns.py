@@ -37,7 +37,7 @@ _NONE = array("i", [-1])
 class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     """The committed offsets of one group, by column; a read-only Mapping to its readers."""
 
-    __slots__ = ("committed", "dead", "epoch", "expire", "index", "live", "meta", "offset", "sparse", "topics")
+    __slots__ = ("committed", "dead", "epoch", "expire", "free", "index", "meta", "offset", "sparse", "topics")
 
     def __init__(self) -> None:
         self.topics: dict[str, int] = {}  # topic -> base << RUN_BITS | run length, its run of `index`
@@ -49,7 +49,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.meta: list[str | None] = []  # None: a free row
         self.expire: dict[int, int] | None = None  # row -> expire timestamp, for rows that have one
         self.sparse: dict[TopicPartition, OffsetCommitValue] | None = None
-        self.live = 0  # rows in use (the side dict not counted)
+        self.free = 0  # rows not in use (their metadata None), until the columns are compacted
 
     @classmethod
     def from_columns(
@@ -67,7 +67,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self = cls.__new__(cls)
         self.topics, self.index, self.dead = topics, index, 0
         self.offset, self.epoch, self.committed, self.meta = offset, epoch, committed, meta
-        self.expire, self.sparse, self.live = expire or None, sparse or None, len(meta)
+        self.expire, self.sparse, self.free = expire or None, sparse or None, 0
         return self
 
     # --- writes (replay only) --------------------------------------------------------------
@@ -118,14 +118,14 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
             index.append(row)
         elif partition < run & _RUN_MASK:
             index[(run >> RUN_BITS) + partition] = row
-        elif (run >> RUN_BITS) + (run & _RUN_MASK) == len(index):  # the last run grows in place
-            if partition > run & _RUN_MASK:
-                index.extend(_NONE * (partition - (run & _RUN_MASK)))
-            index.append(row)
-            self.topics[topic] = (run >> RUN_BITS) << RUN_BITS | (partition + 1)
+        elif (run >> RUN_BITS) + (run & _RUN_MASK) == len(index):  # the last run grows in place, doubling
+            length = run & _RUN_MASK
+            grown = min(DENSE_PARTITIONS, max(partition + 1, 2 * length))
+            index.extend(_NONE * (grown - length))
+            index[(run >> RUN_BITS) + partition] = row
+            self.topics[topic] = run - length + grown
         else:
             self.index[self._moved(topic, run, partition)] = row
-        self.live += 1
         return not was_sparse
 
     def _moved(self, topic: str, run: int, partition: int) -> int:
@@ -177,7 +177,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
             row = self.index[at]
             if row >= 0:
                 self._free(topic, run, at, row)
-                if len(self.meta) > 2 * self.live + 32:
+                if self.free > len(self.meta) - self.free + 32:
                     self._compact()
                 return True
         sparse = self.sparse
@@ -192,7 +192,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.meta[row] = None
         if self.expire:
             self.expire.pop(row, None)
-        self.live -= 1
+        self.free += 1
         base, length = run >> RUN_BITS, run & _RUN_MASK
         if self.index[base : base + length].count(-1) == length:  # the topic's last offset: its run goes
             del self.topics[topic]
@@ -209,7 +209,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.offset = array("q", [offset[r] for r in keep])
         self.epoch = array("i", [epoch[r] for r in keep])
         self.committed = array("q", [committed[r] for r in keep])
-        self.meta = [meta[r] for r in keep]
+        self.meta, self.free = [meta[r] for r in keep], 0
         if self.expire:
             self.expire = {renumber[r]: ts for r, ts in self.expire.items()}
         self._compact_index()
@@ -248,7 +248,7 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         return self.get(tp) is not None  # type: ignore[arg-type]
 
     def __len__(self) -> int:
-        return self.live + (len(self.sparse) if self.sparse else 0)
+        return len(self.meta) - self.free + (len(self.sparse) if self.sparse else 0)
 
     def _rows(self) -> Iterator[tuple[TopicPartition, int]]:
         """(partition, row) of the rows in use, by topic name, then partition."""
