@@ -340,7 +340,12 @@ class _Keys:
             self.ktab = np.full(2 * len(self.hashed), -1, np.int64)
             _rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[_HASHED])
         if c[_SLOTS] + DENSE_PARTITIONS + 1 > len(self.state):
-            size = 2 * len(self.state)
+            self._reserve(2 * len(self.state))
+
+    def _reserve(self, slots: int) -> None:
+        """Room for `slots` slots at once (a block's worth), rather than doubling up to it step by step."""
+        if slots > len(self.state):
+            size = max(slots, 2 * len(self.state))
             for name in ("slot_pair", "slot_part", "offset", "epoch", "committed", "expire", "meta_start",
                          "meta_block"):
                 setattr(self, name, _grown(getattr(self, name), size))
@@ -363,6 +368,7 @@ class _Keys:
         c[_EVENTS] = 0
         events = np.empty(n, np.int64)
         names_before = int(c[_NAMES])
+        self._reserve(int(c[_SLOTS]) + n + DENSE_PARTITIONS + 1)
         r = 0
         while True:
             r = _index(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
