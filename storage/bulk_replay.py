@@ -2,17 +2,17 @@
 
 A restarting shard needs, of a log that is mostly offset commits, only the last record of each
 offset key. So the log is read in blocks of entries (storage.columnar.read_entries), scanned by
-the compiled msgpack pass (storage.msgpack_scan), and a second compiled pass keeps, per (group,
-topic, partition), the fields of its last record in flat columns: group and topic names are
-interned by content (a hash table over their bytes), keys are found in an open-addressing table.
-No Python object is made per record. At the end the live keys become the shard's column store
-(protocol.offsets.columns.GroupOffsets) with one array copy per group.
+the compiled msgpack pass (storage.msgpack_scan), and a second compiled pass (storage.replay_kernels)
+keeps, per (group, topic, partition), the fields of its last record in flat columns. No Python
+object is made per record. At the end the live keys become the shard's column store
+(protocol.offsets.columns.GroupOffsets) with a few array copies per group.
 
 Records of other kinds are decoded the ordinary way and kept in log order, and so is each point
 where an offset commit of a group came before the next of them: replay would create that group
 there (as a simple group) if it did not exist. The result, a BulkLoad, leaves the shard in the
 state a record-by-record replay of the same log leaves it in. Whatever this pass does not
-understand (a record layout or version it does not know, bytes that are not UTF-8) makes
+understand (a record layout or version it does not know, bytes that are not UTF-8, offset keys
+too sparse for slots by partition) makes
 `bulk_load` return None, and the caller replays the log record by record instead, which reports
 damage as it always has.
 """
@@ -25,268 +25,37 @@ from array import array
 
 import msgpack
 import numpy as np
-from numba import njit
 
 from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, RUN_BITS, BulkLoad, GroupOffsets
 from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_objs
 
 from .columnar import EntryBlock, LogPosition, read_entries
 from .errors import CorruptLogError
-from .msgpack_scan import COMMIT, parse_records
+from .msgpack_scan import parse_records
+from .replay_kernels import (
+    ARENA,
+    EVENTS,
+    FOLDED,
+    HASHED,
+    NAMES,
+    PAIRS,
+    SLOTS,
+    TOO_SPARSE,
+    counting_order,
+    fill_partition_index,
+    index_records,
+    rehash_keys,
+    rehash_names,
+    rehash_pairs,
+)
 
 log = logging.getLogger(__name__)
 
 BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
 
 # counts[]: how many names, arena bytes, pairs and slots are in use, the segment number, events and metadata slots.
-_NAMES, _ARENA, _PAIRS, _SLOTS, _SEG, _EVENTS, _HASHED, _FOLDED, _TOO_SPARSE = range(9)
-# Partitions below this have a slot in their (group, topic)'s run of slots, indexed by partition (as the
-# column store indexes them); the others are found in a hash table. A log whose runs would take more than
-# SLOTS_PER_RECORD slots per record (a few records each of many topics, at high partitions) is replayed
-# record by record instead.
-SLOTS_PER_RECORD = 8
-_M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_FNV_BASIS, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-_S33 = np.uint64(33)
-
-
 class _Unsupported(Exception):
     """The log holds something the bulk pass does not decode: replay it record by record instead."""
-
-
-@njit(cache=True)
-def _mix(x):
-    x ^= x >> _S33
-    x *= _M1
-    x ^= x >> _S33
-    x *= _M2
-    x ^= x >> _S33
-    return x
-
-
-@njit(cache=True)
-def _fnv(buf, start, length):
-    h = _FNV_BASIS
-    for i in range(start, start + length):
-        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
-    return _mix(h)
-
-
-@njit(cache=True)
-def _name_id(buf, start, length, counts, arena, name_start, name_len, name_hash, ntab):
-    """The id of the name in buf[start:start+length], added (copied into the arena) if new."""
-    h = _fnv(buf, start, length)
-    mask = len(ntab) - 1
-    i = np.int64(h & np.uint64(mask))
-    while True:
-        found = ntab[i]
-        if found < 0:
-            found = counts[_NAMES]
-            counts[_NAMES] += 1
-            at = counts[_ARENA]
-            arena[at : at + length] = buf[start : start + length]
-            counts[_ARENA] += length
-            name_start[found], name_len[found], name_hash[found] = at, length, h
-            ntab[i] = found
-            return found
-        if name_hash[found] == h and name_len[found] == length:
-            s = name_start[found]
-            same = True
-            for k in range(length):
-                if arena[s + k] != buf[start + k]:
-                    same = False
-                    break
-            if same:
-                return found
-        i = (i + 1) & mask
-
-
-@njit(cache=True)
-def _pair_id(key, counts, pair_key, ptab):
-    """The id of the (group id, topic id) pair packed in `key`, added if new."""
-    mask = len(ptab) - 1
-    i = np.int64(_mix(np.uint64(key)) & np.uint64(mask))
-    while True:
-        found = ptab[i]
-        if found < 0:
-            found = counts[_PAIRS]
-            counts[_PAIRS] += 1
-            pair_key[found] = key
-            ptab[i] = found
-            return found
-        if pair_key[found] == key:
-            return found
-        i = (i + 1) & mask
-
-
-@njit(cache=True)
-def _key_hash(pair, partition):
-    return _mix(np.uint64(pair) * _GOLDEN ^ np.uint64(partition))
-
-
-@njit(cache=True)
-def _slot(pair, partition, counts, slot_pair, slot_part, ktab, hashed):
-    """The slot of the offset key (pair, partition) in the hash table, added if new."""
-    mask = len(ktab) - 1
-    i = np.int64(_key_hash(pair, partition) & np.uint64(mask))
-    while True:
-        found = ktab[i]
-        if found < 0:
-            found = counts[_SLOTS]
-            counts[_SLOTS] += 1
-            slot_pair[found], slot_part[found] = pair, partition
-            ktab[i] = found
-            hashed[counts[_HASHED]] = found
-            counts[_HASHED] += 1
-            return found
-        if slot_pair[found] == pair and slot_part[found] == partition:
-            return found
-        i = (i + 1) & mask
-
-
-@njit(cache=True)
-def _dense_slot(pid, part, counts, pair_base, pair_cap, slot_pair, slot_part, state, offset, epoch, committed,
-                expire, meta_len, meta_start, meta_block):
-    """The slot of `part` (0 <= part < DENSE_PARTITIONS) in its pair's run; a short run moves and grows."""
-    cap = pair_cap[pid]
-    if part < cap:
-        return pair_base[pid] + part
-    new_cap = min(DENSE_PARTITIONS, max(part + 1, 2 * cap, 8))
-    old, base = pair_base[pid], counts[_SLOTS]
-    counts[_SLOTS] += new_cap
-    for i in range(new_cap):
-        slot_pair[base + i], slot_part[base + i], state[base + i] = pid, i, 0
-    for i in range(cap):
-        a, b = old + i, base + i
-        state[b], offset[b], epoch[b], committed[b], expire[b] = state[a], offset[a], epoch[a], committed[a], expire[a]
-        meta_len[b], meta_start[b], meta_block[b] = meta_len[a], meta_start[a], meta_block[a]
-        state[a] = 0
-    pair_base[pid], pair_cap[pid] = base, new_cap
-    return base + part
-
-
-@njit(cache=True)
-def _index(buf, kind, spans, ints, r, n, block_no, counts, arena, name_start, name_len, name_hash, ntab,
-           last_seg, pair_key, ptab, pair_base, pair_cap, slot_pair, slot_part, ktab, hashed, state, offset, epoch,
-           committed, expire, meta_len, meta_start, meta_block, events):
-    """Fold records r..n-1 of a scanned block into the key columns; the record it stopped at (n: all).
-
-    It stops early when a table or column might overflow with the next record; the caller grows
-    them and calls again from there. An offset commit updates its key's slot (last record wins) and,
-    for a value, adds an event for its group once per segment; any other record adds an event
-    (-1 - its index) and starts a new segment.
-    """
-    prev_g, prev_g_len, gid, prev_t, prev_t_len, tid, pid = -1, -1, -1, -1, -1, -1, -1
-    while r < n:
-        if kind[r] != COMMIT:
-            counts[_SEG] += 1
-            events[counts[_EVENTS]] = -1 - r
-            counts[_EVENTS] += 1
-            r += 1
-            continue
-        g_start, g_len, t_start, t_len = spans[2, r], spans[3, r], spans[4, r], spans[5, r]
-        if (2 * (counts[_NAMES] + 2) > len(ntab) or counts[_NAMES] + 2 > len(name_start)
-                or counts[_ARENA] + g_len + t_len > len(arena) or 2 * (counts[_PAIRS] + 1) > len(ptab)
-                or counts[_PAIRS] + 1 > len(pair_key) or 2 * (counts[_HASHED] + 1) > len(ktab)
-                or counts[_SLOTS] + DENSE_PARTITIONS + 1 > len(state)):
-            return r
-        if counts[_SLOTS] > SLOTS_PER_RECORD * (counts[_FOLDED] + r) + (1 << 20):
-            counts[_TOO_SPARSE] = 1
-            return n
-        changed = False
-        if g_len != prev_g_len or not _equal(buf, g_start, prev_g, g_len):
-            gid = _name_id(buf, g_start, g_len, counts, arena, name_start, name_len, name_hash, ntab)
-            prev_g, prev_g_len, changed = g_start, g_len, True
-        if t_len != prev_t_len or not _equal(buf, t_start, prev_t, t_len):
-            tid = _name_id(buf, t_start, t_len, counts, arena, name_start, name_len, name_hash, ntab)
-            prev_t, prev_t_len, changed = t_start, t_len, True
-        if changed:
-            pid = _pair_id((gid << 32) | tid, counts, pair_key, ptab)
-        part = ints[0, r]
-        if 0 <= part < pair_cap[pid]:  # the common case, without a call (each passes every array)
-            s = pair_base[pid] + part
-        elif 0 <= part < DENSE_PARTITIONS:
-            s = _dense_slot(pid, part, counts, pair_base, pair_cap, slot_pair, slot_part, state, offset, epoch,
-                            committed, expire, meta_len, meta_start, meta_block)
-        else:
-            s = _slot(pid, part, counts, slot_pair, slot_part, ktab, hashed)
-        if ints[5, r] == 1:
-            state[s] = 2
-        else:
-            state[s] = 1
-            offset[s], epoch[s], committed[s], expire[s] = ints[1, r], ints[2, r], ints[3, r], ints[4, r]
-            meta_len[s] = spans[7, r]
-            if spans[7, r] > 0:
-                meta_start[s], meta_block[s] = spans[6, r], block_no
-            if last_seg[gid] != counts[_SEG]:
-                last_seg[gid] = counts[_SEG]
-                events[counts[_EVENTS]] = gid
-                counts[_EVENTS] += 1
-        r += 1
-    return r
-
-
-@njit(cache=True)
-def _equal(buf, a, b, length):
-    if b < 0:
-        return False
-    for k in range(length):
-        if buf[a + k] != buf[b + k]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _rehash_names(ntab, name_hash, n):
-    mask = len(ntab) - 1
-    for found in range(n):
-        i = np.int64(name_hash[found] & np.uint64(mask))
-        while ntab[i] >= 0:
-            i = (i + 1) & mask
-        ntab[i] = found
-
-
-@njit(cache=True)
-def _rehash_pairs(ptab, pair_key, n):
-    mask = len(ptab) - 1
-    for found in range(n):
-        i = np.int64(_mix(np.uint64(pair_key[found])) & np.uint64(mask))
-        while ptab[i] >= 0:
-            i = (i + 1) & mask
-        ptab[i] = found
-
-
-@njit(cache=True)
-def _rehash_keys(ktab, slot_pair, slot_part, hashed, n):
-    mask = len(ktab) - 1
-    for found in hashed[:n]:
-        i = np.int64(_key_hash(slot_pair[found], slot_part[found]) & np.uint64(mask))
-        while ktab[i] >= 0:
-            i = (i + 1) & mask
-        ktab[i] = found
-
-
-@njit(cache=True)
-def _order(keys, nkeys):
-    """A stable permutation that sorts `keys` (0 <= key < nkeys): a counting sort."""
-    start = np.zeros(nkeys + 1, np.int64)
-    for k in keys:
-        start[k + 1] += 1
-    for k in range(nkeys):
-        start[k + 1] += start[k]
-    out = np.empty(len(keys), np.int64)
-    for i in range(len(keys)):
-        out[start[keys[i]]] = i
-        start[keys[i]] += 1
-    return out
-
-
-@njit(cache=True)
-def _partition_index(pair_of_row, part_of_row, row_in_group, pair_base, index):
-    """Fill the flat partition -> row index (each pair's region starts at pair_base[pair])."""
-    for i in range(len(pair_of_row)):
-        index[pair_base[pair_of_row[i]] + part_of_row[i]] = row_in_group[i]
 
 
 def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
@@ -321,25 +90,25 @@ class _Keys:
     def _grow(self, block_bytes: int) -> None:
         """Double whatever the next record might overflow."""
         c = self.counts
-        if 2 * (c[_NAMES] + 2) > len(self.ntab) or c[_NAMES] + 2 > len(self.name_start):
+        if 2 * (c[NAMES] + 2) > len(self.ntab) or c[NAMES] + 2 > len(self.name_start):
             size = 2 * len(self.name_start)
             self.name_start, self.name_len = _grown(self.name_start, size), _grown(self.name_len, size)
             self.name_hash, self.last_seg = _grown(self.name_hash, size), _grown(self.last_seg, size, -1)
             self.ntab = np.full(2 * size, -1, np.int64)
-            _rehash_names(self.ntab, self.name_hash, c[_NAMES])
-        if c[_ARENA] + block_bytes > len(self.arena):
-            self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[_ARENA]) + block_bytes))
-        if 2 * (c[_PAIRS] + 1) > len(self.ptab) or c[_PAIRS] + 1 > len(self.pair_key):
+            rehash_names(self.ntab, self.name_hash, c[NAMES])
+        if c[ARENA] + block_bytes > len(self.arena):
+            self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[ARENA]) + block_bytes))
+        if 2 * (c[PAIRS] + 1) > len(self.ptab) or c[PAIRS] + 1 > len(self.pair_key):
             size = 2 * len(self.pair_key)
             self.pair_key = _grown(self.pair_key, size)
             self.pair_base, self.pair_cap = _grown(self.pair_base, size, 0), _grown(self.pair_cap, size, 0)
             self.ptab = np.full(2 * size, -1, np.int64)
-            _rehash_pairs(self.ptab, self.pair_key, c[_PAIRS])
-        if 2 * (c[_HASHED] + 1) > len(self.ktab):
+            rehash_pairs(self.ptab, self.pair_key, c[PAIRS])
+        if 2 * (c[HASHED] + 1) > len(self.ktab):
             self.hashed = _grown(self.hashed, 2 * len(self.hashed))
             self.ktab = np.full(2 * len(self.hashed), -1, np.int64)
-            _rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[_HASHED])
-        if c[_SLOTS] + DENSE_PARTITIONS + 1 > len(self.state):
+            rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[HASHED])
+        if c[SLOTS] + DENSE_PARTITIONS + 1 > len(self.state):
             self._reserve(2 * len(self.state))
 
     def _reserve(self, slots: int) -> None:
@@ -365,13 +134,13 @@ class _Keys:
         if bad >= 0:
             raise _Unsupported(f"record {bad} of a block is not in the layout the bulk scan knows")
         c = self.counts
-        c[_EVENTS] = 0
+        c[EVENTS] = 0
         events = np.empty(n, np.int64)
-        names_before = int(c[_NAMES])
-        self._reserve(int(c[_SLOTS]) + n + DENSE_PARTITIONS + 1)
+        names_before = int(c[NAMES])
+        self._reserve(int(c[SLOTS]) + n + DENSE_PARTITIONS + 1)
         r = 0
         while True:
-            r = _index(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
+            r = index_records(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
                        self.name_hash, self.ntab, self.last_seg, self.pair_key, self.ptab, self.pair_base,
                        self.pair_cap, self.slot_pair, self.slot_part, self.ktab, self.hashed, self.state, self.offset,
                        self.epoch, self.committed, self.expire, self.meta_len, self.meta_start, self.meta_block,
@@ -379,22 +148,22 @@ class _Keys:
             if r >= n:
                 break
             self._grow(len(block.payload))
-        if c[_TOO_SPARSE]:
+        if c[TOO_SPARSE]:
             raise _Unsupported("its offset keys are too sparse for slots by partition")
-        c[_FOLDED] += n
+        c[FOLDED] += n
         self.records += n
         payload = block.payload
         try:
-            for i in range(names_before, int(c[_NAMES])):
+            for i in range(names_before, int(c[NAMES])):
                 start = int(self.name_start[i])
                 self.names.append(self.arena[start : start + int(self.name_len[i])].tobytes().decode())
-            used = int(c[_SLOTS])
+            used = int(c[SLOTS])
             written = np.flatnonzero((self.meta_block[:used] == block_no) & (self.meta_len[:used] > 0)
                                      & (self.state[:used] == 1))
             for start, length in zip(self.meta_start[written].tolist(), self.meta_len[written].tolist(), strict=True):
                 self.metadata[block_no, start] = payload[start : start + length].decode()
             view = memoryview(payload)
-            for code in events[: c[_EVENTS]].tolist():
+            for code in events[: c[EVENTS]].tolist():
                 if code >= 0:
                     self.events.append(self.names[code])
                     continue
@@ -408,10 +177,10 @@ class _Keys:
     def offsets(self) -> dict[str, GroupOffsets]:
         """The live offsets (the keys whose last record is a value) as the shard's column store, by group."""
         c = self.counts
-        live = np.flatnonzero(self.state[: c[_SLOTS]] == 1)
+        live = np.flatnonzero(self.state[: c[SLOTS]] == 1)
         pair = self.slot_pair[live]
-        pair_group = self.pair_key[: c[_PAIRS]] >> 32
-        pair_topic = self.pair_key[: c[_PAIRS]] & 0xFFFFFFFF
+        pair_group = self.pair_key[: c[PAIRS]] >> 32
+        pair_topic = self.pair_key[: c[PAIRS]] & 0xFFFFFFFF
         part, epoch = self.slot_part[live], self.epoch[live]
         dense = (part >= 0) & (part < DENSE_PARTITIONS) & (epoch >= -(2**31)) & (epoch < 2**31)
         out: dict[str, GroupOffsets] = {}
@@ -423,7 +192,7 @@ class _Keys:
         pair_order = np.lexsort((pair_topic, pair_group))
         rank = np.empty(len(pair_order), np.int64)
         rank[pair_order] = np.arange(len(pair_order))
-        order = _order(rank[pair], len(pair_order))
+        order = counting_order(rank[pair], len(pair_order))
         live, pair, part = live[order], pair[order], part[order]
         group = pair_group[pair]
         group_starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
@@ -432,10 +201,10 @@ class _Keys:
         run_starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
         lengths = np.maximum.reduceat(part, run_starts) + 1
         run_base = np.cumsum(lengths) - lengths
-        base = np.zeros(c[_PAIRS], np.int64)
+        base = np.zeros(c[PAIRS], np.int64)
         base[pair[run_starts]] = run_base
         index = np.full(int(lengths.sum()), -1, np.int32)
-        _partition_index(pair, part, row_in_group, base, index)
+        fill_partition_index(pair, part, row_in_group, base, index)
         # Per group: its runs, where its index starts, and each run's entry in the group's `topics`.
         run_group = group[run_starts]
         group_runs = np.flatnonzero(np.r_[True, run_group[1:] != run_group[:-1]])
