@@ -125,7 +125,8 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
             index[(run >> RUN_BITS) + partition] = row
             self.topics[topic] = run - length + grown
         else:
-            self.index[self._moved(topic, run, partition)] = row
+            at = self._moved(topic, run, partition)  # which may lay `index` out again: a new array
+            self.index[at] = row
         return not was_sparse
 
     def _moved(self, topic: str, run: int, partition: int) -> int:

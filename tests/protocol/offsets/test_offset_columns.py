@@ -9,7 +9,7 @@ from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, GroupOffsets
 from groupcoord.protocol.records import OffsetCommitValue
 from groupcoord.protocol.values import TopicPartition
 
-TOPICS = ["a", "b", "orders"]
+TOPICS = ["a", "b", "orders", "c", "d", "e"]
 PARTITIONS = st.one_of(st.integers(0, 40), st.sampled_from([DENSE_PARTITIONS - 1, DENSE_PARTITIONS, 2**31 - 1]))
 VALUES = st.builds(
     OffsetCommitValue,
@@ -66,3 +66,17 @@ def test_empty_metadata_is_one_shared_string_and_the_columns_are_arrays() -> Non
     assert len({id(m) for m in store.meta}) == 1
     assert store.offset.typecode == "q" and list(store.offset) == list(range(10))
     assert store.sparse is None and store.expire is None
+
+
+def test_runs_that_move_as_their_topics_grow_are_laid_out_again_and_keep_every_offset() -> None:
+    store, model = GroupOffsets(), {}
+    for p in range(100):  # ten topics growing in turn: every run but the last moves when it grows
+        for t in range(10):
+            value = OffsetCommitValue(p * 10 + t, 0, "", 1, -1)
+            store.put(f"topic-{t}", p, value)
+            model[TopicPartition(f"topic-{t}", p)] = value
+    assert len(store.index) < 3 * len(model)  # the runs left behind were dropped, not kept
+    for p in range(0, 100, 3):  # and deleting some leaves the rest where they were
+        store.delete("topic-4", p)
+        del model[TopicPartition("topic-4", p)]
+    assert dict(store.items()) == model and len(store) == len(model)
