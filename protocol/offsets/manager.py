@@ -10,7 +10,7 @@ from a fetch: a fetch is answered only after every earlier write is durable inst
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from ..classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from ..classic.manager import GroupMetadataManager
@@ -34,6 +34,7 @@ from ..shard.deferred import Deferred
 from ..shard.registry import GroupRegistry
 from ..shard.runtime import ShardRuntime
 from ..values import TopicPartition
+from .columns import GroupOffsets
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +69,25 @@ class OffsetMetadataManager:
         self.registry = registry
         self.groups = groups
         self.consumer = consumer
-        self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
-        self._topics: dict[str, str] = {}
+        self._offsets: dict[str, GroupOffsets] = {}
+        self._count = 0
 
     # --- state and replay ------------------------------------------------------------------
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
-        """A copy of the committed offsets of `group_id` (empty if it has none)."""
-        return dict(self._offsets.get(group_id, {}))
+        """A copy of the committed offsets of `group_id` (empty if it has none), by topic, then partition."""
+        offsets = self._offsets.get(group_id)
+        return {} if offsets is None else dict(offsets.items())
 
     def has_offsets(self, group_id: str) -> bool:
         """Whether `group_id` has any committed offset."""
-        return bool(self._offsets.get(group_id))
+        return group_id in self._offsets
 
     def total_offsets(self) -> int:
         """How many offsets the shard holds (Kafka's NumOffsets)."""
-        return sum(len(offsets) for offsets in self._offsets.values())
+        return self._count
 
-    def items(self) -> Iterator[tuple[str, dict[TopicPartition, OffsetCommitValue]]]:
+    def items(self) -> Iterator[tuple[str, Mapping[TopicPartition, OffsetCommitValue]]]:
         """(group id, its committed offsets) of every group with offsets; read-only views, not copies."""
         return iter(self._offsets.items())
 
@@ -95,21 +97,32 @@ class OffsetMetadataManager:
         As in Kafka's Java replay, an offset of a group that does not exist creates a simple group.
         """
         group_id, topic, partition = key
+        offsets = self._offsets.get(group_id)
         if value is None:
-            offsets = self._offsets.get(group_id)
-            if offsets is not None:
-                offsets.pop(_new(TopicPartition, (topic, partition)), None)
-                if not offsets:
+            if offsets is not None and offsets.delete(topic, partition):
+                self._count -= 1
+                if not len(offsets):
                     del self._offsets[group_id]
             return
         if group_id not in self.registry:
             self.groups.create_simple_group(group_id)
-        offsets = self._offsets.get(group_id)
         if offsets is None:
-            offsets = self._offsets[group_id] = {}
-        # One str object per topic name instead of one per stored offset (replay decodes a new one each time).
-        topic = self._topics.setdefault(topic, topic)
-        offsets[_new(TopicPartition, (topic, partition))] = value
+            offsets = self._offsets[group_id] = GroupOffsets()
+        if offsets.put(topic, partition, value):
+            self._count += 1
+
+    def ensure_group(self, group_id: str) -> None:
+        """The groups half of replaying an offset value: a group that does not exist becomes a simple group."""
+        if group_id not in self.registry:
+            self.groups.create_simple_group(group_id)
+
+    def install(self, offsets: dict[str, GroupOffsets]) -> None:
+        """Take the committed offsets a bulk load built (a fresh shard's, before any other offset is stored)."""
+        if self._offsets:
+            raise RuntimeError("bulk-loaded offsets go into a shard that holds none")
+        self._offsets = {group_id: group for group_id, group in offsets.items() if len(group)}
+        self._count = sum(len(group) for group in self._offsets.values())
+
 
     # --- OffsetCommit ----------------------------------------------------------------------
 
@@ -189,7 +202,7 @@ class OffsetMetadataManager:
                 error = self.consumer.fetch_error(group, req.member_id, req.member_epoch)
                 if error != Errors.NONE:
                     return self.rt.respond(OffsetFetchResponse(error, {}))
-        committed = self._offsets.get(req.group_id, {}) if known else {}
+        committed: Mapping[TopicPartition, OffsetCommitValue] = self._offsets.get(req.group_id, {}) if known else {}
         if req.partitions is None:
             offsets = {tp: _fetched(v) for tp, v in committed.items()}
         else:
@@ -216,7 +229,7 @@ class OffsetMetadataManager:
             return self.rt.respond(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP, {}))
         else:
             subscribed = self._subscribed(group)
-        committed = self._offsets.get(req.group_id, {})
+        committed: Mapping[TopicPartition, OffsetCommitValue] = self._offsets.get(req.group_id, {})
         errors: dict[TopicPartition, Errors] = {}
         records: dict[TopicPartition, Record] = {}
         for tp in req.partitions:

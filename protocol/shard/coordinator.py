@@ -49,6 +49,7 @@ from ..messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from ..offsets.columns import BulkLoad
 from ..offsets.manager import OffsetMetadataManager
 from ..offsets.retention_sweep import RetentionSweep
 from ..records import GroupMetadataKey, OffsetCommitKey, Record
@@ -125,6 +126,32 @@ class GroupCoordinator:
                     replay_group(key, value, loading)
                 else:
                     replay_consumer(key, value)
+        finally:
+            self._loading = False
+        self.groups.on_loaded()
+        self.consumer.on_loaded()
+        self._schedule_retention_check()
+
+    def load_bulk(self, plan: BulkLoad) -> None:
+        """Load a log decoded in bulk (storage.bulk_replay) into this fresh shard: the state `load` of the
+        same records would leave, with only the live offsets built, then re-arm sessions and retention."""
+        self._loading = True
+        replay_group, replay_consumer = self.groups.replay, self.consumer.replay
+        ensure_group = self.offsets.ensure_group
+        value: Any
+        try:
+            for event in plan.events:
+                if isinstance(event, str):
+                    ensure_group(event)
+                    continue
+                key, value = event
+                if type(key) is GroupMetadataKey:
+                    replay_group(key, value, True)
+                elif type(key) is OffsetCommitKey:
+                    raise ValueError("a bulk load's offset commits come as columns, not as events")
+                else:
+                    replay_consumer(key, value)
+            self.offsets.install(plan.offsets)
         finally:
             self._loading = False
         self.groups.on_loaded()

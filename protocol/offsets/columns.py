@@ -1,0 +1,290 @@
+"""One group's committed offsets stored by column: parallel arrays of rows, not a Python object per offset.
+
+A row holds one committed offset: its offset, leader epoch and commit timestamp in `array` columns,
+its metadata string in a list (every empty metadata is the one interned ""; None marks a free row),
+and an expire timestamp only when one was given (a dict of the few rows that have one). One int32
+array maps partition -> row (-1: none) for all the group's topics, each topic a run of it that
+starts at its base: `topics` maps a topic to base << 13 | the run's length. An OffsetCommitValue is
+built only when asked for.
+
+What does not fit that layout (a partition past DENSE_PARTITIONS, a value outside the columns'
+integer ranges, metadata that is not a str) is kept as it came, in a small dict beside the columns,
+so every value the shard may replay round-trips exactly. Reads see the offsets as a Mapping
+TopicPartition -> OffsetCommitValue, ordered by topic name, then partition.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Sequence
+
+from ..records import OffsetCommitValue, Record
+from ..values import TopicPartition
+
+# Partitions below this are indexed densely (4 bytes per partition up to the highest one committed);
+# a higher one (Kafka topics rarely have a thousand partitions) is kept in the side dict.
+DENSE_PARTITIONS = 4096
+RUN_BITS = 13  # a topic's entry in `topics`: base << RUN_BITS | length of its run (at most DENSE_PARTITIONS)
+_RUN_MASK = (1 << RUN_BITS) - 1
+
+_new = tuple.__new__
+intern = sys.intern
+_NONE = array("i", [-1])
+
+
+class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
+    """The committed offsets of one group, by column; a read-only Mapping to its readers."""
+
+    __slots__ = ("committed", "dead", "epoch", "expire", "free", "index", "meta", "offset", "sparse", "topics")
+
+    def __init__(self) -> None:
+        self.topics: dict[str, int] = {}  # topic -> base << RUN_BITS | run length, its run of `index`
+        self.index = array("i")  # partition -> row (-1: none), topic by topic
+        self.dead = 0  # entries of `index` no topic's run covers any more
+        self.offset = array("q")
+        self.epoch = array("i")
+        self.committed = array("q")
+        self.meta: list[str | None] = []  # None: a free row
+        self.expire: dict[int, int] | None = None  # row -> expire timestamp, for rows that have one
+        self.sparse: dict[TopicPartition, OffsetCommitValue] | None = None
+        self.free = 0  # rows not in use (their metadata None), until the columns are compacted
+
+    @classmethod
+    def from_columns(
+        cls,
+        topics: dict[str, int],
+        index: array,
+        offset: array,
+        epoch: array,
+        committed: array,
+        meta: list[str | None],
+        expire: dict[int, int] | None = None,
+        sparse: dict[TopicPartition, OffsetCommitValue] | None = None,
+    ) -> GroupOffsets:
+        """A group's offsets from columns built in bulk (a load); every row is in use and indexed once."""
+        self = cls.__new__(cls)
+        self.topics, self.index, self.dead = topics, index, 0
+        self.offset, self.epoch, self.committed, self.meta = offset, epoch, committed, meta
+        self.expire, self.sparse, self.free = expire or None, sparse or None, 0
+        return self
+
+    # --- writes (replay only) --------------------------------------------------------------
+
+    def put(self, topic: str, partition: int, value: OffsetCommitValue) -> bool:
+        """Store `value` as the committed offset of (topic, partition); True if the key was new."""
+        offset, epoch, metadata, committed, expire = value
+        run = self.topics.get(topic)
+        if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
+            at = (run >> RUN_BITS) + partition
+            row = self.index[at]
+            if row >= 0:
+                if type(metadata) is str:
+                    try:
+                        self.offset[row] = offset
+                        self.epoch[row] = epoch
+                        self.committed[row] = committed
+                    except (OverflowError, TypeError):
+                        pass
+                    else:
+                        self.meta[row] = metadata if metadata else ""
+                        if expire != -1 or self.expire:
+                            self._set_expire(row, expire)
+                        return False
+                self._free(topic, run, at, row)
+                return self._put_sparse(topic, partition, value, new=False)
+        sparse = self.sparse
+        was_sparse = sparse is not None and sparse.pop(_new(TopicPartition, (topic, partition)), None) is not None
+        if type(partition) is not int or not 0 <= partition < DENSE_PARTITIONS or type(metadata) is not str:
+            return self._put_sparse(topic, partition, value, new=not was_sparse)
+        row = len(self.meta)
+        try:
+            self.offset.append(offset)
+            self.epoch.append(epoch)
+            self.committed.append(committed)
+        except (OverflowError, TypeError):
+            del self.offset[row:], self.epoch[row:], self.committed[row:]
+            return self._put_sparse(topic, partition, value, new=not was_sparse)
+        self.meta.append(metadata if metadata else "")
+        if expire != -1:
+            self._set_expire(row, expire)
+        index = self.index
+        if run is None:  # the topic's first offset: a run at the end
+            # One str per topic name, not one per group (replay decodes a new one each time).
+            self.topics[intern(topic) if type(topic) is str else topic] = len(index) << RUN_BITS | (partition + 1)
+            if partition:
+                index.extend(_NONE * partition)
+            index.append(row)
+        elif partition < run & _RUN_MASK:
+            index[(run >> RUN_BITS) + partition] = row
+        elif (run >> RUN_BITS) + (run & _RUN_MASK) == len(index):  # the last run grows in place, doubling
+            length = run & _RUN_MASK
+            grown = min(DENSE_PARTITIONS, max(partition + 1, 2 * length))
+            index.extend(_NONE * (grown - length))
+            index[(run >> RUN_BITS) + partition] = row
+            self.topics[topic] = run - length + grown
+        else:
+            at = self._moved(topic, run, partition)  # which may lay `index` out again: a new array
+            self.index[at] = row
+        return not was_sparse
+
+    def _moved(self, topic: str, run: int, partition: int) -> int:
+        """Where `partition` of `topic` sits in `index` once the topic's run, too short, moved to the end, grown."""
+        index = self.index
+        base, length = run >> RUN_BITS, run & _RUN_MASK
+        grown = min(DENSE_PARTITIONS, max(partition + 1, 2 * length))
+        moved = index[base : base + length]
+        self.dead += length
+        if self.dead > 64 and 2 * self.dead > len(index):
+            del self.topics[topic]
+            self._compact_index()
+            index = self.index
+        new_base = len(index)
+        index.extend(moved)
+        index.extend(_NONE * (grown - length))
+        self.topics[topic] = new_base << RUN_BITS | grown
+        return new_base + partition
+
+    def _compact_index(self) -> None:
+        """Lay the topics' runs out again back to back, without the entries no run covers."""
+        index, packed = self.index, array("i")
+        for topic, run in self.topics.items():
+            base, length = run >> RUN_BITS, run & _RUN_MASK
+            self.topics[topic] = len(packed) << RUN_BITS | length
+            packed.extend(index[base : base + length])
+        self.index, self.dead = packed, 0
+
+    def _put_sparse(self, topic: str, partition: int, value: OffsetCommitValue, new: bool) -> bool:
+        if self.sparse is None:
+            self.sparse = {}
+        self.sparse[_new(TopicPartition, (topic, partition))] = value
+        return new
+
+    def _set_expire(self, row: int, expire: int) -> None:
+        if expire == -1:
+            if self.expire is not None:
+                self.expire.pop(row, None)
+        else:
+            if self.expire is None:
+                self.expire = {}
+            self.expire[row] = expire
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Remove the committed offset of (topic, partition); True if there was one."""
+        run = self.topics.get(topic)
+        if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
+            at = (run >> RUN_BITS) + partition
+            row = self.index[at]
+            if row >= 0:
+                self._free(topic, run, at, row)
+                if self.free > len(self.meta) - self.free + 32:
+                    self._compact()
+                return True
+        sparse = self.sparse
+        if sparse is not None and sparse.pop(_new(TopicPartition, (topic, partition)), None) is not None:
+            if not sparse:
+                self.sparse = None
+            return True
+        return False
+
+    def _free(self, topic: str, run: int, at: int, row: int) -> None:
+        self.index[at] = -1
+        self.meta[row] = None
+        if self.expire:
+            self.expire.pop(row, None)
+        self.free += 1
+        base, length = run >> RUN_BITS, run & _RUN_MASK
+        if self.index[base : base + length].count(-1) == length:  # the topic's last offset: its run goes
+            del self.topics[topic]
+            self.dead += length
+            if not self.topics:
+                self.index, self.dead = array("i"), 0
+
+    def _compact(self) -> None:
+        """Drop the free rows: every column rebuilt from the rows in use, the index renumbered."""
+        meta = self.meta
+        keep = [row for row in range(len(meta)) if meta[row] is not None]
+        renumber = {old: new for new, old in enumerate(keep)}
+        offset, epoch, committed = self.offset, self.epoch, self.committed
+        self.offset = array("q", [offset[r] for r in keep])
+        self.epoch = array("i", [epoch[r] for r in keep])
+        self.committed = array("q", [committed[r] for r in keep])
+        self.meta, self.free = [meta[r] for r in keep], 0
+        if self.expire:
+            self.expire = {renumber[r]: ts for r, ts in self.expire.items()}
+        self._compact_index()
+        index = self.index
+        for at, row in enumerate(index):
+            if row >= 0:
+                index[at] = renumber[row]
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def _value(self, row: int) -> OffsetCommitValue:
+        expire = -1 if not self.expire else self.expire.get(row, -1)
+        return _new(OffsetCommitValue, (self.offset[row], self.epoch[row], self.meta[row], self.committed[row], expire))
+
+    def __getitem__(self, tp: TopicPartition) -> OffsetCommitValue:
+        value = self.get(tp)
+        if value is None:
+            raise KeyError(tp)
+        return value
+
+    def get(self, tp: TopicPartition, default: OffsetCommitValue | None = None) -> OffsetCommitValue | None:  # type: ignore[override]
+        """The committed offset of `tp`, or `default`."""
+        topic, partition = tp
+        run = self.topics.get(topic)
+        if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
+            row = self.index[(run >> RUN_BITS) + partition]
+            if row >= 0:
+                return self._value(row)
+        if self.sparse is not None:
+            return self.sparse.get(_new(TopicPartition, (topic, partition)), default)
+        return default
+
+    def __contains__(self, tp: object) -> bool:
+        if not isinstance(tp, tuple) or len(tp) != 2:
+            return False
+        return self.get(tp) is not None  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.meta) - self.free + (len(self.sparse) if self.sparse else 0)
+
+    def _rows(self) -> Iterator[tuple[TopicPartition, int]]:
+        """(partition, row) of the rows in use, by topic name, then partition."""
+        new, index, topics = _new, self.index, self.topics
+        for topic in sorted(topics):
+            base = topics[topic] >> RUN_BITS
+            for p, row in enumerate(index[base : base + (topics[topic] & _RUN_MASK)]):
+                if row >= 0:
+                    yield new(TopicPartition, (topic, p)), row
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        if not self.sparse:
+            return (tp for tp, _ in self._rows())
+        return iter(sorted([*(tp for tp, _ in self._rows()), *self.sparse]))
+
+    def items(self) -> Iterator[tuple[TopicPartition, OffsetCommitValue]]:  # type: ignore[override]
+        """(partition, committed offset) pairs, values built as they are read."""
+        value = self._value
+        if not self.sparse:
+            return ((tp, value(row)) for tp, row in self._rows())
+        pairs = [*((tp, value(row)) for tp, row in self._rows()), *self.sparse.items()]
+        pairs.sort(key=lambda pair: pair[0])
+        return iter(pairs)
+
+
+@dataclass(frozen=True)
+class BulkLoad:
+    """A log decoded in bulk for a fresh shard: what replaying it record by record would leave.
+
+    `events` are, in log order, the records other than offset commits and, as a group id (a str),
+    each point where an offset commit of a group came before the next such record (where replay
+    would create the group as a simple group if it did not exist). `offsets` are the committed
+    offsets left at the end (the last record of each key), by group. `records` counts the log's records.
+    """
+
+    events: Sequence[Record | str]
+    offsets: dict[str, GroupOffsets]
+    records: int

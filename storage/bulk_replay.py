@@ -1,0 +1,282 @@
+"""Replay a partition log in bulk: decode its entries by column and build only the offsets still live.
+
+A restarting shard needs, of a log that is mostly offset commits, only the last record of each
+offset key. So the log is read in blocks of entries (storage.columnar.read_entries), scanned by
+the compiled msgpack pass (storage.msgpack_scan), and a second compiled pass (storage.replay_kernels)
+keeps, per (group, topic, partition), the fields of its last record in flat columns. No Python
+object is made per record. At the end the live keys become the shard's column store
+(protocol.offsets.columns.GroupOffsets) with a few array copies per group.
+
+Records of other kinds are decoded the ordinary way and kept in log order, and so is each point
+where an offset commit of a group came before the next of them: replay would create that group
+there (as a simple group) if it did not exist. The result, a BulkLoad, leaves the shard in the
+state a record-by-record replay of the same log leaves it in. Whatever this pass does not
+understand (a record layout or version it does not know, bytes that are not UTF-8, offset keys
+too sparse for slots by partition) makes
+`bulk_load` return None, and the caller replays the log record by record instead, which reports
+damage as it always has.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from array import array
+
+import msgpack
+import numpy as np
+
+from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, RUN_BITS, BulkLoad, GroupOffsets
+from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_objs
+
+from .columnar import EntryBlock, LogPosition, read_entries
+from .errors import CorruptLogError
+from .msgpack_scan import parse_records
+from .replay_kernels import (
+    ARENA,
+    EVENTS,
+    FOLDED,
+    HASHED,
+    NAMES,
+    PAIRS,
+    SLOTS,
+    TOO_SPARSE,
+    counting_order,
+    fill_partition_index,
+    index_records,
+    rehash_keys,
+    rehash_names,
+    rehash_pairs,
+)
+
+log = logging.getLogger(__name__)
+
+BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
+
+# counts[]: how many names, arena bytes, pairs and slots are in use, the segment number, events and metadata slots.
+class _Unsupported(Exception):
+    """The log holds something the bulk pass does not decode: replay it record by record instead."""
+
+
+def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
+    out = np.empty(size, a.dtype) if fill is None else np.full(size, fill, a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+class _Keys:
+    """The scan's state across blocks: names, pairs and offset-key slots with their last values."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(9, np.int64)
+        self.arena = np.empty(1 << 16, np.uint8)
+        self.name_start, self.name_len = np.empty(1024, np.int64), np.empty(1024, np.int64)
+        self.name_hash, self.last_seg = np.empty(1024, np.uint64), np.full(1024, -1, np.int64)
+        self.ntab = np.full(2048, -1, np.int64)
+        self.pair_key, self.ptab = np.empty(1024, np.int64), np.full(2048, -1, np.int64)
+        self.pair_base, self.pair_cap = np.zeros(1024, np.int64), np.zeros(1024, np.int64)
+        self.slot_pair, self.slot_part = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.ktab, self.hashed = np.full(1 << 10, -1, np.int64), np.empty(1 << 9, np.int64)
+        self.state = np.zeros(1 << 14, np.int8)
+        self.offset, self.epoch = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.committed, self.expire = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.meta_len = np.zeros(1 << 14, np.int64)
+        self.meta_start, self.meta_block = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self.names: list[str] = []
+        self.metadata: dict[tuple[int, int], str] = {}  # (block, position) -> a live value's metadata, if not empty
+        self.events: list[Record | str] = []
+        self.records = 0
+
+    def _grow(self, block_bytes: int) -> None:
+        """Double whatever the next record might overflow."""
+        c = self.counts
+        if 2 * (c[NAMES] + 2) > len(self.ntab) or c[NAMES] + 2 > len(self.name_start):
+            size = 2 * len(self.name_start)
+            self.name_start, self.name_len = _grown(self.name_start, size), _grown(self.name_len, size)
+            self.name_hash, self.last_seg = _grown(self.name_hash, size), _grown(self.last_seg, size, -1)
+            self.ntab = np.full(2 * size, -1, np.int64)
+            rehash_names(self.ntab, self.name_hash, c[NAMES])
+        if c[ARENA] + block_bytes > len(self.arena):
+            self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[ARENA]) + block_bytes))
+        if 2 * (c[PAIRS] + 1) > len(self.ptab) or c[PAIRS] + 1 > len(self.pair_key):
+            size = 2 * len(self.pair_key)
+            self.pair_key = _grown(self.pair_key, size)
+            self.pair_base, self.pair_cap = _grown(self.pair_base, size, 0), _grown(self.pair_cap, size, 0)
+            self.ptab = np.full(2 * size, -1, np.int64)
+            rehash_pairs(self.ptab, self.pair_key, c[PAIRS])
+        if 2 * (c[HASHED] + 1) > len(self.ktab):
+            self.hashed = _grown(self.hashed, 2 * len(self.hashed))
+            self.ktab = np.full(2 * len(self.hashed), -1, np.int64)
+            rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[HASHED])
+        if c[SLOTS] + DENSE_PARTITIONS + 1 > len(self.state):
+            self._reserve(2 * len(self.state))
+
+    def _reserve(self, slots: int) -> None:
+        """Room for `slots` slots at once (a block's worth), rather than doubling up to it step by step."""
+        if slots > len(self.state):
+            size = max(slots, 2 * len(self.state))
+            for name in ("slot_pair", "slot_part", "offset", "epoch", "committed", "expire", "meta_start",
+                         "meta_block"):
+                setattr(self, name, _grown(getattr(self, name), size))
+            self.state, self.meta_len = _grown(self.state, size, 0), _grown(self.meta_len, size, 0)
+
+    def feed(self, block: EntryBlock, block_no: int) -> None:
+        """Fold one block of entries in: the key columns, its other records and its group events."""
+        counts = np.frombuffer(block.record_counts, np.int64)
+        n = int(counts.sum())
+        if n == 0:
+            return
+        buf = np.frombuffer(block.payload, np.uint8)
+        kind = np.zeros(n, np.int8)
+        spans = np.zeros((8, n), np.int64)
+        ints = np.zeros((6, n), np.int64)
+        bad = parse_records(buf, np.frombuffer(block.payload_ends, np.int64), counts, kind, spans, ints, True)
+        if bad >= 0:
+            raise _Unsupported(f"record {bad} of a block is not in the layout the bulk scan knows")
+        c = self.counts
+        c[EVENTS] = 0
+        events = np.empty(n, np.int64)
+        names_before = int(c[NAMES])
+        self._reserve(int(c[SLOTS]) + n + DENSE_PARTITIONS + 1)
+        r = 0
+        while True:
+            r = index_records(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
+                       self.name_hash, self.ntab, self.last_seg, self.pair_key, self.ptab, self.pair_base,
+                       self.pair_cap, self.slot_pair, self.slot_part, self.ktab, self.hashed, self.state, self.offset,
+                       self.epoch, self.committed, self.expire, self.meta_len, self.meta_start, self.meta_block,
+                       events)
+            if r >= n:
+                break
+            self._grow(len(block.payload))
+        if c[TOO_SPARSE]:
+            raise _Unsupported("its offset keys are too sparse for slots by partition")
+        c[FOLDED] += n
+        self.records += n
+        payload = block.payload
+        try:
+            for i in range(names_before, int(c[NAMES])):
+                start = int(self.name_start[i])
+                self.names.append(self.arena[start : start + int(self.name_len[i])].tobytes().decode())
+            used = int(c[SLOTS])
+            written = np.flatnonzero((self.meta_block[:used] == block_no) & (self.meta_len[:used] > 0)
+                                     & (self.state[:used] == 1))
+            for start, length in zip(self.meta_start[written].tolist(), self.meta_len[written].tolist(), strict=True):
+                self.metadata[block_no, start] = payload[start : start + length].decode()
+            view = memoryview(payload)
+            for code in events[: c[EVENTS]].tolist():
+                if code >= 0:
+                    self.events.append(self.names[code])
+                    continue
+                at = -1 - code
+                start, length = int(spans[0, at]), int(spans[1, at])
+                (record,) = records_from_objs([msgpack.unpackb(view[start : start + length], raw=False)])
+                self.events.append(record)
+        except (ValueError, TypeError) as e:  # UnicodeDecodeError, RecordFormatError, msgpack's errors
+            raise _Unsupported(str(e)) from e
+
+    def offsets(self) -> dict[str, GroupOffsets]:
+        """The live offsets (the keys whose last record is a value) as the shard's column store, by group."""
+        c = self.counts
+        live = np.flatnonzero(self.state[: c[SLOTS]] == 1)
+        pair = self.slot_pair[live]
+        pair_group = self.pair_key[: c[PAIRS]] >> 32
+        pair_topic = self.pair_key[: c[PAIRS]] & 0xFFFFFFFF
+        part, epoch = self.slot_part[live], self.epoch[live]
+        dense = (part >= 0) & (part < DENSE_PARTITIONS) & (epoch >= -(2**31)) & (epoch < 2**31)
+        out: dict[str, GroupOffsets] = {}
+        self._sparse(out, live[~dense], pair_group, pair_topic)
+        live, pair, part = live[dense], pair[dense], part[dense]
+        if not len(live):
+            return out
+        # Rows in order of (group, topic): the pairs sorted by group then topic, the rows by their pair's rank.
+        pair_order = np.lexsort((pair_topic, pair_group))
+        rank = np.empty(len(pair_order), np.int64)
+        rank[pair_order] = np.arange(len(pair_order))
+        order = counting_order(rank[pair], len(pair_order))
+        live, pair, part = live[order], pair[order], part[order]
+        group = pair_group[pair]
+        group_starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        row_in_group = np.arange(len(live)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(live)]))
+        # A run of the partition -> row index per (group, topic): as long as its highest live partition + 1.
+        run_starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        lengths = np.maximum.reduceat(part, run_starts) + 1
+        run_base = np.cumsum(lengths) - lengths
+        base = np.zeros(c[PAIRS], np.int64)
+        base[pair[run_starts]] = run_base
+        index = np.full(int(lengths.sum()), -1, np.int32)
+        fill_partition_index(pair, part, row_in_group, base, index)
+        # Per group: its runs, where its index starts, and each run's entry in the group's `topics`.
+        run_group = group[run_starts]
+        group_runs = np.flatnonzero(np.r_[True, run_group[1:] != run_group[:-1]])
+        group_index_start = run_base[group_runs]
+        packed = (run_base - np.repeat(group_index_start, np.diff(np.r_[group_runs, len(run_starts)]))) << RUN_BITS
+        packed |= lengths
+        index_bytes = memoryview(index.tobytes())
+        offsets_bytes = memoryview(self.offset[live].tobytes())
+        epochs_bytes = memoryview(self.epoch[live].astype(np.int32).tobytes())
+        committed_bytes = memoryview(self.committed[live].tobytes())
+        meta: list[str | None] = [""] * len(live)
+        for i in np.flatnonzero(self.meta_len[live] > 0).tolist():
+            meta[i] = self.metadata[int(self.meta_block[live[i]]), int(self.meta_start[live[i]])]
+        expires = self.expire[live]
+        expire_rows = np.flatnonzero(expires != -1)
+        cuts = np.r_[group_starts, len(live)]
+        expire_cuts: list[int] = np.asarray(np.searchsorted(expire_rows, cuts)).tolist()
+        expire_rows_list, expire_values = expire_rows.tolist(), expires[expire_rows].tolist()
+        names = self.names
+        run_names = [names[t] for t in pair_topic[pair[run_starts]].tolist()]
+        packed_list = packed.tolist()
+        run_cuts = np.r_[group_runs, len(run_starts)].tolist()
+        index_cuts = np.r_[group_index_start, len(index)].tolist()
+        row_cuts = np.r_[group_starts, len(live)].tolist()
+        for k, group_id in enumerate(run_group[group_runs].tolist()):
+            a, b = row_cuts[k], row_cuts[k + 1]
+            topics = dict(zip(run_names[run_cuts[k] : run_cuts[k + 1]], packed_list[run_cuts[k] : run_cuts[k + 1]],
+                              strict=True))
+            index_col, offset_col, epoch_col, committed_col = array("i"), array("q"), array("i"), array("q")
+            index_col.frombytes(index_bytes[4 * index_cuts[k] : 4 * index_cuts[k + 1]])
+            offset_col.frombytes(offsets_bytes[8 * a : 8 * b])
+            epoch_col.frombytes(epochs_bytes[4 * a : 4 * b])
+            committed_col.frombytes(committed_bytes[8 * a : 8 * b])
+            e0, e1 = expire_cuts[k], expire_cuts[k + 1]
+            expire = {expire_rows_list[i] - a: expire_values[i] for i in range(e0, e1)} if e1 > e0 else None
+            name = names[group_id]
+            sparse = out[name].sparse if name in out else None
+            out[name] = GroupOffsets.from_columns(topics, index_col, offset_col, epoch_col, committed_col, meta[a:b],
+                                                 expire, sparse)
+        return out
+
+    def _sparse(self, out: dict[str, GroupOffsets], slots: np.ndarray, pair_group: np.ndarray,
+                pair_topic: np.ndarray) -> None:
+        """The live keys the columns do not hold (a high partition, an epoch past int32), kept as values."""
+        names = self.names
+        for s in slots.tolist():
+            pair = int(self.slot_pair[s])
+            group, topic = names[int(pair_group[pair])], names[int(pair_topic[pair])]
+            metadata = self.metadata[int(self.meta_block[s]), int(self.meta_start[s])] if self.meta_len[s] > 0 else ""
+            value = OffsetCommitValue(int(self.offset[s]), int(self.epoch[s]), metadata,
+                                      int(self.committed[s]), int(self.expire[s]))
+            store = out.setdefault(group, GroupOffsets())
+            store.put(topic, int(self.slot_part[s]), value)
+
+
+def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECORDS) -> BulkLoad | None:
+    """A partition log decoded in bulk for GroupCoordinator.load_bulk, or None where only a
+    record-by-record replay will do (see the module docstring)."""
+    keys = _Keys()
+    position: LogPosition | int = 0
+    block_no = 0
+    try:
+        while True:
+            block = read_entries(directory, position, max_records=block_records)
+            if not len(block.record_counts):
+                break
+            keys.feed(block, block_no)
+            block_no += 1
+            position = block.end
+        offsets = keys.offsets()
+    except (_Unsupported, CorruptLogError) as e:
+        log.warning("%s: the bulk replay cannot decode this log (%s); replaying it record by record", directory, e)
+        return None
+    return BulkLoad(keys.events, offsets, keys.records)
+
