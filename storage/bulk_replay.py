@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
 
-# counts[]: how many names, arena bytes, pairs and slots are in use, the segment number, events and metadata slots.
+
 class _Unsupported(Exception):
     """The log holds something the bulk pass does not decode: replay it record by record instead."""
 

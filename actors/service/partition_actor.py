@@ -109,6 +109,7 @@ def serving_status(partition: int, node: tuple[str, str], started: float, rt: Pa
         "load_ms": rt.load_ms,
         "load_cpu_ms": rt.load_cpu_ms,
         "records_replayed": rt.records_replayed,
+        "load_mode": rt.load_mode,
         "groups": gauges.groups if gauges is not None else 0,
         "groups_by_state": dict(gauges.groups_by_state) if gauges is not None else {},
         "members": gauges.members if gauges is not None else 0,

@@ -22,7 +22,6 @@ from groupcoord.protocol import Deferred
 from groupcoord.protocol.shard.clock import due_ms_of
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import StorageRoot
-from groupcoord.storage.bulk_replay import bulk_load
 from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
@@ -55,6 +54,18 @@ def _ignore_flush(_seconds: float, _records: int) -> None:
     pass
 
 
+# Below this many offsets in its log a partition replays record by record: the bulk scan's fixed cost (importing
+# numba and loading its compiled code, about 0.55 CPU-s) is more than replaying that many records (about 0.5 s).
+BULK_REPLAY_MIN_RECORDS = 250_000
+
+
+def _bulk_plan(plog: Any) -> Any:
+    """The log decoded in bulk (None where the scan cannot); numba is imported only by a partition that needs it."""
+    from groupcoord.storage.bulk_replay import bulk_load
+
+    return bulk_load(plog.directory)
+
+
 class PartitionRuntime:
     """Owns a partition's shard and log on the actor's event loop, and runs its background loops."""
 
@@ -67,6 +78,7 @@ class PartitionRuntime:
         self.load_ms: float | None = None
         self.load_cpu_ms: float | None = None
         self.records_replayed = 0
+        self.load_mode: str | None = None  # how the log was replayed: "bulk" (by column) or "records"
         # Told the time and record count of every flush (the actor's telemetry sets it).
         self.on_flushed: Callable[[float, int], None] = _ignore_flush
         self.clock = coordinator_clock()  # the shard's deadlines run on coordinator time (see overload)
@@ -97,13 +109,14 @@ class PartitionRuntime:
 
         gc.disable()  # replay allocates the long-lived state and no garbage cycles
         try:
-            # The log decoded by column, only live offsets built; record by record where the bulk scan cannot.
-            plan = bulk_load(plog.directory)
+            # A long log decoded by column, only live offsets built; record by record where the bulk scan cannot.
+            plan = _bulk_plan(plog) if plog.end_offset >= BULK_REPLAY_MIN_RECORDS else None
             if plan is not None:
                 coord.load_bulk(plan)
-                count = plan.records
+                count, self.load_mode = plan.records, "bulk"
             else:
                 coord.load(itertools.chain.from_iterable(counted()))
+                self.load_mode = "records"
         finally:
             gc.freeze()
             gc.enable()
