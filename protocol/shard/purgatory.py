@@ -40,6 +40,14 @@ class Purgatory:
         self._timers[key] = [deadline_ms, seq, callback, seq]
         heapq.heappush(self._heap, (deadline_ms, seq, key))
 
+    def rearm(self, key: Hashable, deadline_ms: int) -> bool:
+        """Move the armed timer `key` to `deadline_ms`, keeping its callback; False when it is not armed."""
+        timer = self._timers.get(key)
+        if timer is None:
+            return False
+        self.schedule(key, deadline_ms, timer[_CALLBACK])
+        return True
+
     def cancel(self, key: Hashable) -> None:
         """Disarm the timer `key`, if armed."""
         self._timers.pop(key, None)

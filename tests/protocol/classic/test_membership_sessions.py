@@ -3,6 +3,7 @@
 import pytest
 from shard_context import GROUP, REBALANCE_MS, SESSION_MS, ShardContext
 
+from groupcoord.protocol.classic.rebalance import _heartbeat_key
 from groupcoord.protocol.errors import Errors
 
 
@@ -157,3 +158,13 @@ def test_sync_in_stable_does_not_refresh_the_session():
     assert ctx.send_sync(GROUP, 1, gen.leader).result().error == Errors.NONE
     ctx.advance(1)
     assert ctx.member_ids() == set()
+
+
+def test_a_heartbeat_moves_the_members_one_session_timer_without_a_new_action():
+    ctx = ShardContext()
+    gen = ctx.stable_group(1)
+    timers, key = ctx.coord.runtime.timers, _heartbeat_key(GROUP, gen.leader)
+    deadline, action = timers.entry(key)
+    ctx.advance(SESSION_MS - 1)
+    assert ctx.heartbeat(GROUP, 1, gen.leader) == Errors.NONE
+    assert timers.entry(key) == (deadline + SESSION_MS - 1, action) and timers.entry(key)[1] is action

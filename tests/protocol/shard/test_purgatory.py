@@ -105,3 +105,13 @@ def test_next_deadline_and_len():
     assert (p.next_deadline(), len(p)) == (3, 2)
     p.cancel("b")
     assert (p.next_deadline(), len(p)) == (7, 1)
+
+
+def test_rearm_moves_an_armed_timer_either_way_with_its_callback_and_arms_nothing_new():
+    p = Purgatory()
+    fired, cb = _recorder()
+    assert not p.rearm("k", 10) and len(p) == 0
+    p.schedule("k", 10, cb("k"))
+    assert p.rearm("k", 40) and p.fire_due(39) == 0
+    assert p.rearm("k", 20) and p.fire_due(20) == 1
+    assert fired == ["k"] and len(p) == 0
