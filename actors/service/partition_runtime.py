@@ -19,9 +19,10 @@ import time
 from typing import Any, Callable
 
 from groupcoord.protocol import Deferred
+from groupcoord.protocol.offsets.columns import BulkLoad
 from groupcoord.protocol.shard.clock import due_ms_of
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
-from groupcoord.storage import StorageRoot
+from groupcoord.storage import PartitionLog, StorageRoot
 from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
@@ -59,7 +60,7 @@ def _ignore_flush(_seconds: float, _records: int) -> None:
 BULK_REPLAY_MIN_RECORDS = 250_000
 
 
-def _bulk_plan(plog: Any) -> Any:
+def _bulk_plan(plog: PartitionLog) -> BulkLoad | None:
     """The log decoded in bulk (None where the scan cannot); numba is imported only by a partition that needs it."""
     from groupcoord.storage.bulk_replay import bulk_load
 
