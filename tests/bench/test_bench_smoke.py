@@ -72,7 +72,8 @@ def test_heartbeats(drivers, tmp_path):
     assert r["shard"]["heartbeats"] > 0 and r["shard"]["cpu_us_per_heartbeat"] > 0
     # Twice the knee: a row of its own, the actor alive, no member expired that heartbeated in time.
     overload = r["overload"]
-    assert overload["offered_per_s"] == 2 * overload["knee_offered_per_s"]
+    one_group_per_s = r["sizes"]["group_size"] / (r["sizes"]["interval_ms"] / 1000)  # members come in whole groups
+    assert abs(overload["offered_per_s"] - 2 * overload["knee_served_per_s"]) <= one_group_per_s
     assert not overload["crashed"] and overload["false_expiries"] == 0 and overload["served_per_s"] > 0
     assert r["crashes"] == 0
 
