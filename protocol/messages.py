@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .errors import Errors
 from .values import OffsetAndMetadata, TopicPartition
@@ -393,6 +393,12 @@ def described_rows(groups: object) -> list[DescribedRow] | None:
                             m.member_assignment))
         rows.append((g.error.value, g.group_id, g.group_state, g.protocol_type, g.protocol_data, members))
     return rows
+
+
+def described_rows_in_order(answers: Iterable[list[DescribedRow]], group_ids: Iterable[str]) -> list[DescribedRow]:
+    """Partitions' DescribeGroups rows merged into the order of `group_ids` (each id once)."""
+    by_id = {row[1]: row for rows in answers for row in rows}
+    return [by_id[g] for g in group_ids if g in by_id]
 
 
 def describe_response_from_rows(flat: list[DescribedRow], throttle_time_ms: int = 0) -> DescribeGroupsResponse:

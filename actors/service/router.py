@@ -238,8 +238,16 @@ class RouterActor(RouterSecurity):
     async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescriptionRows:
         """DescribeGroups sent to the partitions that own the groups, arriving as a DescribeGroupsResponse in
         request order."""
-        calls = admin_fanout.describe_calls(self._by_partition(req.group_ids), self.spec.config.max_items_per_request)
-        return await admin_fanout.describe_groups(self.partitions, calls, req.group_ids, credentials)
+        return await admin_fanout.describe_groups(self.partitions, self._describe_calls(req), req.group_ids,
+                                                  credentials)
+
+    async def describe_groups_parts(self, req: DescribeGroupsRequest, credentials: Any = None) -> list[Any]:
+        """DescribeGroups sent to the partitions that own the groups; the refs of their answers (lists of
+        DescribedRows), which the caller fetches from the partitions itself (AdminClient's big describes)."""
+        return admin_fanout.describe_parts(self.partitions, self._describe_calls(req), credentials)
+
+    def _describe_calls(self, req: DescribeGroupsRequest) -> list[tuple[int, list[str]]]:
+        return admin_fanout.describe_calls(self._by_partition(req.group_ids), self.spec.config.max_items_per_request)
 
     async def delete_groups(self, req: DeleteGroupsRequest, credentials: Any = None) -> DeleteGroupsResponse:
         """DeleteGroups sent to the partitions that own the groups."""

@@ -11,7 +11,8 @@ from services import running_service
 from groupcoord.actors.client.admin import AdminClient
 from groupcoord.actors.client.errors import CommitFailedError
 from groupcoord.actors.client.member import GroupMember
-from groupcoord.protocol import OffsetAndMetadata, TopicPartition
+from groupcoord.protocol import OffsetAndMetadata, TopicPartition, partition_for
+from groupcoord.protocol.messages import DescribeGroupsRequest
 
 NAMESPACE = "gc-test-members"
 PARTITIONS = {TopicPartition("t", p) for p in range(6)}
@@ -154,6 +155,23 @@ def test_manual_assignment_commits_in_a_simple_group(svc):
     member.close()
     described = AdminClient(svc).describe_groups(["g-manual"])["g-manual"]
     assert described.group_state == "Empty" and described.protocol_type == ""
+
+
+def test_admin_describes_groups_of_every_partition_in_request_order_as_the_router_does(svc):
+    """AdminClient fetches the partitions' answers itself (the router hands it their refs): the same
+    descriptions as the router's own DescribeGroups, in request order, unknown groups "Dead"."""
+    ids = [f"g-described-{i}" for i in range(12)]
+    assert len({partition_for(g, svc.num_partitions) for g in ids}) == svc.num_partitions
+    for g in ids[:8]:
+        member = GroupMember(svc, g)
+        member.commit({TopicPartition("t", 0): OffsetAndMetadata(1)})  # a simple group: Empty
+        member.close()
+    request = list(reversed(ids))
+    described = AdminClient(svc).describe_groups(request)
+    assert list(described) == request
+    assert [d.group_state for d in described.values()] == ["Dead"] * 4 + ["Empty"] * 8
+    via_router = ray.get(svc.router.describe_groups.remote(DescribeGroupsRequest(request))).groups
+    assert list(described.values()) == via_router
 
 
 def test_leader_rebalances_when_a_topic_grows(svc, members):
