@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 import time
 
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         common.add_common_arguments(parser)
         parser.parse_args(rest)  # only the shared options are accepted
         started = time.perf_counter()
+        started_at, load_at_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), list(os.getloadavg())
         rows = []
         # Each benchmark in a Ray of its own (unless one runs already, as in the tests): a failure that
         # took Ray down with it does not fail the benchmarks after it.
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_one(bench, rest))
         common.print_table(f"all benchmarks: {time.perf_counter() - started:.0f} s", ["benchmark", "seconds", "result"],
                            [[r["benchmark"], f"{r['seconds']:.0f}", r["result"]] for r in rows])
-        common.write_summary(rows, time.perf_counter() - started)
+        common.write_summary(rows, time.perf_counter() - started, started_at, load_at_start)
         return 0
     if name not in BENCHMARKS:
         print(f"unknown benchmark {name!r}; choose one of: {names}, all", file=sys.stderr)

@@ -193,11 +193,14 @@ def write_failure(name: str, argv: list[str], reason: str, seconds: float) -> Pa
     return path
 
 
-def write_summary(rows: list[dict], seconds: float) -> Path:
-    """Write benchmarks/results/all.json: each benchmark of one `all` run, ok or failed with its reason."""
+def write_summary(rows: list[dict], seconds: float, started: str, load_at_start: list[float]) -> Path:
+    """Write benchmarks/results/all.json: each benchmark of one `all` run, ok or failed with its reason, with
+    when it started and ended and the load average at both ends (`machine`'s is the end's)."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / "all.json"
-    doc = {"benchmark": "all", "machine": machine(), "seconds": seconds, "runs": rows}
+    doc = {"benchmark": "all", "machine": machine(), "seconds": seconds, "started": started,
+           "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_at_start": load_at_start,
+           "runs": rows}
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return path
 

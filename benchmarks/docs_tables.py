@@ -48,10 +48,29 @@ def render_result(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def render_run(doc: dict) -> str:
+    """The `make bench` run (all.json): when, on what machine and load, and how each benchmark ended."""
+    m = doc.get("machine", {})
+
+    def load(values: list) -> str:
+        return ", ".join(f"{x:.1f}" for x in values) or "?"
+
+    lines = ["### the `make bench` run", "",
+             f"{doc.get('started', 'start not recorded')} to {doc.get('finished', '?')}, {doc['seconds']:.0f} s; "
+             f"{m.get('cores', '?')} cores, {m.get('cpu', '?')}, Python {m.get('python', '?')}, "
+             f"Ray {m.get('ray', '?')}; "
+             f"load average {load(doc.get('load_at_start', []))} at the start, {load(m.get('loadavg', []))} at the "
+             "end. The sections below whose dates fall in this run come from it.", "",
+             "| benchmark | seconds | result |", "| --- | --- | --- |"]
+    lines += [f"| {r['benchmark']} | {r['seconds']:.0f} | {_cell(r['result'])} |" for r in doc.get("runs", [])]
+    return "\n".join(lines) + "\n"
+
+
 def render(results_dir: Path = RESULTS_DIR) -> str:
-    """Every result that kept its report, in name order."""
+    """The last `make bench` run's summary, then every result that kept its report, in name order."""
     docs = [json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))]
-    sections = [render_result(d) for d in docs if d.get("report")]
+    sections = [render_run(d) for d in docs if d.get("benchmark") == "all" and d.get("runs")]
+    sections += [render_result(d) for d in docs if d.get("report")]
     return "\n".join(sections) if sections else "No benchmark results are committed yet.\n"
 
 
