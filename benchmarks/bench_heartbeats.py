@@ -28,6 +28,7 @@ from typing import Any
 import ray
 
 from benchmarks import clients, common
+from groupcoord.actors.client.member import max_throttled_wait_s
 from groupcoord.protocol import Errors
 from groupcoord.protocol.messages import (
     DescribeGroupsRequest,
@@ -102,6 +103,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     """
     began = time.time()
     session_s = session_ms / 1000
+    max_wait_s = max_throttled_wait_s(interval_s, session_s)
     end = [float("inf")]
     heap: list[tuple[float, int, _Member]] = []
     seq = itertools.count()
@@ -135,8 +137,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
             throttle_s = getattr(r, "throttle_time_ms", 0) / 1000
             if throttle_s:
                 throttled[0] += 1
-            # Never past a quarter of the session (as GroupMember caps it): the next one still has to cross the queue.
-            latest = sent + max(interval_s, session_s / 4)
+            latest = sent + max_wait_s  # as GroupMember caps it
             heapq.heappush(heap, (max(sent + interval_s, min(done + throttle_s, latest)), next(seq), m))
         if counted:
             latencies.append(done - sent)
@@ -152,7 +153,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         if max(start_at, formed_at[0]) <= done <= end[0]:
             answered[0] += 1
             latencies.append(done - sent)
-        throttled_until = min(done + getattr(r, "throttle_time_ms", 0) / 1000, sent + max(interval_s, session_s / 4))
+        throttled_until = min(done + getattr(r, "throttle_time_ms", 0) / 1000, sent + max_wait_s)
         heapq.heappush(heap, (max(sent + interval_s, throttled_until), next(seq), m))
 
     def spawn(coro: Any) -> None:

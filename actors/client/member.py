@@ -36,6 +36,17 @@ CommitCallback = Callable[[Offsets, BaseException | None], None]
 DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")
 
 
+def max_throttled_wait_s(heartbeat_interval_s: float, session_timeout_s: float) -> float:
+    """The longest a throttled member waits between heartbeats: its interval, or half its session if longer.
+
+    The coordinator judges sessions on its own time, which runs behind by as long as requests wait
+    in its queues (see docs/overload.md), so a heartbeat that waits there is not late; the other half
+    of the session is for delays in the member's own process, which the coordinator cannot see. With
+    Kafka's usual interval of a third of the session, a cap of a quarter would never let a member back off.
+    """
+    return max(heartbeat_interval_s, session_timeout_s / 2)
+
+
 class GroupMember:
     """A member of a consumer group (or, after assign(), a manually assigned consumer).
 
@@ -116,9 +127,7 @@ class GroupMember:
                 before_rebalance=self._commit_before_revocation,
             )
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
-        # A throttled heartbeat waits longer, but never past a quarter of the session: the request still has
-        # to cross the queue that made the coordinator ask for the wait.
-        self._max_heartbeat_wait_s = max(self.heartbeat_interval_s, session_timeout_ms / 4000)
+        self._max_heartbeat_wait_s = max_throttled_wait_s(self.heartbeat_interval_s, session_timeout_ms / 1000)
         self.max_poll_interval_s = max_poll_interval_ms / 1000
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000

@@ -276,10 +276,26 @@ class RequestPath:
         responses = [r.result() if isinstance(r, Deferred) else r for r in results]
         throttle_ms = self.throttle_ms()
         if throttle_ms:  # past its capacity: tell every heartbeat and commit of the batch to back off (Kafka's way)
-            responses = [dataclasses.replace(r, throttle_time_ms=throttle_ms) if c[0] in _THROTTLED_APIS else r
-                         for c, r in zip(calls, responses, strict=True)]
+            responses = _throttled(calls, responses, throttle_ms)
         self.telemetry.requests(calls, responses, time.perf_counter() - arrived)
         return responses
+
+
+def _throttled(calls: list[tuple[str, Any]], responses: list[Any], throttle_ms: int) -> list[Any]:
+    """The batch's responses with `throttle_time_ms` set on those of `_THROTTLED_APIS`. Heartbeat answers are
+    frozen and mostly equal: each distinct one is copied once and shared (a batch of 500 NONEs: one object)."""
+    heartbeats: dict[HeartbeatResponse, HeartbeatResponse] = {}
+    out = []
+    for (api, _), r in zip(calls, responses, strict=True):
+        if api == Api.HEARTBEAT and type(r) is HeartbeatResponse:
+            copy = heartbeats.get(r)
+            if copy is None:
+                copy = heartbeats[r] = dataclasses.replace(r, throttle_time_ms=throttle_ms)
+            r = copy
+        elif api in _THROTTLED_APIS:
+            r = dataclasses.replace(r, throttle_time_ms=throttle_ms)
+        out.append(r)
+    return out
 
 
 class GroupApi:

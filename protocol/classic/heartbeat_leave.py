@@ -20,13 +20,16 @@ from .group import ClassicGroup
 from .rebalance import GroupRebalancer
 from .store import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 
+# One answer per error, shared (they are frozen): a batch of heartbeats pickles its NONEs as one object.
+_HEARTBEAT_RESPONSES = {e: HeartbeatResponse(e) for e in Errors}
+
 
 class HeartbeatLeaveHandler(GroupRebalancer):
     """GroupMetadataManager's Heartbeat and LeaveGroup."""
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
         """Handle a Heartbeat: refresh the member's session and tell it whether to rejoin."""
-        return self.rt.respond(HeartbeatResponse(self._heartbeat(req)))
+        return self.rt.respond(_HEARTBEAT_RESPONSES[self._heartbeat(req)])
 
     def _heartbeat(self, req: HeartbeatRequest) -> Errors:
         group = self.groups.get(req.group_id)

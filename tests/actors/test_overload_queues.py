@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from groupcoord.actors.client.member import max_throttled_wait_s
 from groupcoord.actors.service import overload
 from groupcoord.actors.service.overload import LAG_WINDOW_S, QUEUE_PROBE_TIMEOUT_S, LagProbe, queue_probe_turn
-from groupcoord.protocol import ManualClock
+from groupcoord.actors.service.request_path import _throttled
+from groupcoord.protocol import Errors, ManualClock
+from groupcoord.protocol.apis import Api
+from groupcoord.protocol.messages import HeartbeatResponse, OffsetCommitResponse, OffsetFetchResponse
 from groupcoord.protocol.shard.clock import CoordinatorClock
 
 
@@ -133,3 +137,20 @@ def test_the_probe_reads_the_clock_of_its_module_at_each_call(monkeypatch):
     probe.batch_arrived()
     now.t += 2.0
     assert probe.behind_ms() == 2000
+
+
+def test_a_throttled_batch_tells_heartbeats_and_commits_to_wait_and_shares_equal_answers():
+    none, rejoin = HeartbeatResponse(Errors.NONE), HeartbeatResponse(Errors.REBALANCE_IN_PROGRESS)
+    commit, fetch = OffsetCommitResponse({}), OffsetFetchResponse(Errors.NONE, {})
+    calls = [(Api.HEARTBEAT, None)] * 3 + [(Api.HEARTBEAT, None), (Api.OFFSET_COMMIT, None), (Api.OFFSET_FETCH, None)]
+    out = _throttled(calls, [none, HeartbeatResponse(Errors.NONE), none, rejoin, commit, fetch], 250)
+    assert [r.throttle_time_ms for r in out[:5]] == [250] * 5
+    assert out[0] is out[1] is out[2] and out[3].error == Errors.REBALANCE_IN_PROGRESS
+    assert out[4] == OffsetCommitResponse({}, throttle_time_ms=250) and out[5] is fetch  # a fetch is not throttled
+    assert none.throttle_time_ms == 0  # the shard's shared answer is copied, never changed
+
+
+def test_a_throttled_member_waits_at_most_its_interval_or_half_its_session():
+    assert max_throttled_wait_s(1.0, 3.0) == 1.5  # Kafka's usual interval of a third of the session: it backs off
+    assert max_throttled_wait_s(3.0, 45.0) == 22.5
+    assert max_throttled_wait_s(2.0, 3.0) == 2.0  # never sooner than its interval

@@ -3,6 +3,7 @@
 from shard_context import GROUP, ShardContext
 
 from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.messages import HeartbeatRequest
 
 
 def test_heartbeat_in_stable_group_is_none():
@@ -73,3 +74,13 @@ def test_heartbeat_with_unknown_instance_id_is_unknown_member():
     ctx = ShardContext()
     gen = ctx.stable_group(1)
     assert ctx.heartbeat(GROUP, 1, gen.leader, group_instance_id="not-mapped") == Errors.UNKNOWN_MEMBER_ID
+
+
+def test_equal_heartbeat_answers_are_one_shared_object():
+    """A batch of heartbeats pickles its NONEs once (the answers are frozen, so sharing them is safe)."""
+    ctx = ShardContext()
+    gen = ctx.stable_group(3)
+    answers = [ctx.coord.heartbeat(HeartbeatRequest(GROUP, gen.generation, m)).result() for m in gen.followers]
+    answers.append(ctx.coord.heartbeat(HeartbeatRequest("no-such-group", 1, "m")).result())
+    assert answers[0] is answers[1] and answers[0].error == Errors.NONE
+    assert answers[-1].error == Errors.UNKNOWN_MEMBER_ID
