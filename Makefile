@@ -26,7 +26,7 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/groupcoord demo
 
-# Every load benchmark at full size (about 12 minutes on 2 cores); tables on stdout, JSON in benchmarks/results/.
+# Every load benchmark at full size (about 20 minutes on 2 cores); tables on stdout, JSON in benchmarks/results/.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks all
 
