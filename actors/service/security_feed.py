@@ -7,6 +7,7 @@ process that calls it can make a partition ask the router sooner, nothing else.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -25,25 +26,26 @@ class SecurityFeed:
         self.guard = guard
         self.namespace = namespace
         self._router: Any = None
-        self._busy = False
+        # One check at a time, each begun after its caller asked: a check already under way may have read
+        # the version before the router's change, so the router's word must not return on it.
+        self._checking = asyncio.Lock()
 
     async def turn(self) -> None:
-        """One version check (and pull if newer); failures are logged and retried at the next turn."""
-        if self.namespace is None or self._busy:
+        """One version check (and pull if newer), begun after this call; failures are logged and retried at
+        the next turn."""
+        if self.namespace is None:
             return
-        self._busy = True
-        try:
-            import ray
+        async with self._checking:
+            try:
+                import ray
 
-            if self._router is None:
-                self._router = ray.get_actor(ROUTER_NAME, namespace=self.namespace)
-            version = await self._router.security_version.remote()
-            if version > self.guard.version:
-                snapshot = await self._router.security_snapshot.remote()
-                if self.guard.install(snapshot):
-                    log.info("%s: security state version %d in force", self.guard.where, snapshot.version)
-        except Exception as e:  # the router is restarting: keep what we have, ask again
-            log.debug("%s: could not read the security state from the router: %r", self.guard.where, e)
-            self._router = None
-        finally:
-            self._busy = False
+                if self._router is None:
+                    self._router = ray.get_actor(ROUTER_NAME, namespace=self.namespace)
+                version = await self._router.security_version.remote()
+                if version > self.guard.version:
+                    snapshot = await self._router.security_snapshot.remote()
+                    if self.guard.install(snapshot):
+                        log.info("%s: security state version %d in force", self.guard.where, snapshot.version)
+            except Exception as e:  # the router is restarting: keep what we have, ask again
+                log.debug("%s: could not read the security state from the router: %r", self.guard.where, e)
+                self._router = None
