@@ -117,10 +117,14 @@ def test_restart_during_rebalance_forces_a_rejoin(svc):
 
 
 def test_router_restart_keeps_routing(svc):
-    old_pid = ray.get(svc.router.__ray_call__.remote(lambda self: os.getpid()))
+    def pid() -> int:
+        return ray.get(svc.router.__ray_call__.remote(lambda self: os.getpid()))
+
+    old_pid = pid()
     ray.kill(svc.router, no_restart=False)
-    info = wait_for(lambda: ray.get(svc.router.info.remote()), what="router restart")
-    assert ray.get(svc.router.__ray_call__.remote(lambda self: os.getpid())) != old_pid
+    # ray.kill returns before the process is gone: a call may still reach the old router, so wait for a new one.
+    wait_for(lambda: pid() != old_pid, what="the router to restart in a new process")
+    info = ray.get(svc.router.info.remote())
     assert info["num_partitions"] == svc.num_partitions
     p, handle = ray.get(svc.router.find_coordinator.remote("orders"))
     assert handle == svc.partition(p)
