@@ -52,7 +52,7 @@ from groupcoord.protocol.responses import error_response
 from groupcoord.protocol.security.snapshot import SecurityConfig
 
 from .authorizer import RequestGuard
-from .names import ROUTER_NAME
+from .names import lookup_router
 from .partition_runtime import PartitionRuntime
 from .process_exit import EXIT_CRASH, exit_process
 from .security_feed import CHECK_INTERVAL_S, SecurityFeed
@@ -103,7 +103,7 @@ class RouterLink:
         """The router's actor handle."""
         if self._router is None:
             loop = asyncio.get_running_loop()
-            self._router = await loop.run_in_executor(None, _lookup_router, self.namespace)
+            self._router = await loop.run_in_executor(None, lookup_router, self.namespace)
         return self._router
 
     async def topic_metadata(self) -> dict:
@@ -409,8 +409,3 @@ class GroupApi:
             return
         exit_process(EXIT_CRASH)
 
-
-def _lookup_router(namespace: str | None) -> Any:
-    import ray
-
-    return ray.get_actor(ROUTER_NAME, namespace=namespace)

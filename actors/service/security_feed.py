@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from .authorizer import RequestGuard
-from .names import ROUTER_NAME
+from .names import lookup_router
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,8 @@ class SecurityFeed:
             return
         async with self._checking:
             try:
-                import ray
-
-                if self._router is None:
-                    self._router = ray.get_actor(ROUTER_NAME, namespace=self.namespace)
+                if self._router is None:  # a GCS call: in a worker thread, never on this loop
+                    self._router = await asyncio.get_running_loop().run_in_executor(None, lookup_router, self.namespace)
                 version = await self._router.security_version.remote()
                 if version > self.guard.version:
                     snapshot = await self._router.security_snapshot.remote()

@@ -8,8 +8,10 @@ change, so the word must wait for a check of its own. No Ray: the router is a st
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
+from groupcoord.actors.service import security_feed
 from groupcoord.actors.service.security_feed import SecurityFeed
 
 
@@ -60,3 +62,22 @@ def test_the_routers_word_waits_for_a_check_begun_after_it():
         return in_force_when_word_returned, guard.version
 
     assert asyncio.run(scenario()) == (2, 2)
+
+
+def test_the_router_is_looked_up_in_a_worker_thread_not_on_the_loop(monkeypatch):
+    """A named-actor lookup is a synchronous GCS call: on the loop it would stall every request behind it."""
+    threads = []
+
+    def lookup(namespace):
+        threads.append(threading.current_thread())
+        return _Router()
+
+    monkeypatch.setattr(security_feed, "lookup_router", lookup)
+    guard = _Guard()
+
+    async def scenario():
+        await SecurityFeed(guard, "ns").turn()
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(scenario())
+    assert threads and threads[0] is not loop_thread
