@@ -40,7 +40,7 @@ from groupcoord.protocol.messages import (
 log = logging.getLogger(__name__)
 
 SERVED_FRACTION = 0.95
-TARGET_RATE = 5000
+TARGET_RATE = 50_000  # issue 30's goal per partition actor
 OVERLOAD_SERVED = 0.90  # of the knee's served rate, offered twice the knee
 
 

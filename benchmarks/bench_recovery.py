@@ -4,7 +4,8 @@ Each log is a history of 100-partition offset commits (groups of 10 topics x 10 
 a GroupMetadata record per group) in which every live offset was committed `history` times
 (default 5), so compaction keeps a fifth of it; one more log holds 1M records that are all live,
 which is what a compacted partition with 1M live offsets replays whatever its history. A restart
-is `ray.kill` of the actor (Ray restarts it) until it answers status() as loaded; the actor's
+is `ray.kill` of the actor (Ray restarts it) until it answers status() as loaded (first over an
+empty log: Ray's own restart floor, which the big logs' restarts are judged against); the actor's
 own replay time (open + replay + load) gives records/s, wall clock and per CPU-second of the
 replaying thread (this machine is shared and busy). Each log is measured as written, then
 compacted in place and measured again. Baselines, in a driver process: reading and
@@ -32,8 +33,10 @@ log = logging.getLogger(__name__)
 
 T0 = 1_700_000_000_000
 PER_GROUP = 100  # offsets per group: 10 topics x 10 partitions
-TARGET_RATE = 500_000
-TARGET_RESTART_S = 5.0
+# Issue 30's goals: replay at least this fast and at least as fast as the raw unpack of the same log;
+# restart with 1M live offsets within Ray's restart floor (an empty log's restart, this run) plus 0.5 s.
+TARGET_RATE = 3_000_000
+TARGET_OVER_FLOOR_S = 0.5
 TARGET_LIVE = 1_000_000
 IN_PROCESS_MAX_RECORDS = 1_100_000  # the in-process replay baseline only for logs up to this size (time)
 
@@ -152,7 +155,8 @@ def restart_times(svc: Any, trials: int) -> list[dict]:
         seconds = time.perf_counter() - t
         n, load_s, cpu = status["records_replayed"], status["load_ms"] / 1000, status["load_cpu_ms"] / 1000
         out.append({"restart_s": seconds, "load_s": load_s, "records": n, "groups": status["groups"],
-                    "records_per_s": n / load_s, "load_cpu_s": cpu, "records_per_cpu_s": n / cpu if cpu else 0.0})
+                    "records_per_s": n / load_s if load_s else 0.0, "load_cpu_s": cpu,
+                    "records_per_cpu_s": n / cpu if cpu else 0.0})
     return out
 
 
@@ -164,6 +168,11 @@ def run(args: argparse.Namespace) -> dict:
     plans = [(n, max(PER_GROUP, n // sz["history"]), True) for n in sz["records"]]
     plans += [(n, n, False) for n in sz["live"]]
     with common.work_dir(args, "recovery") as base:
+        common.step("Ray's restart floor: a partition actor over an empty log")
+        StorageRoot(base / "empty", 1)
+        with common.service(1, base / "empty", config) as svc:
+            wait_loaded(svc.partitions[0], None)
+            out["floor_s"] = common.summarize([t["restart_s"] for t in restart_times(svc, sz["trials"])])
         host = common.start_drivers(1)[0]
         try:
             for i, (n, live, compact) in enumerate(plans, 1):
@@ -234,21 +243,32 @@ def report(results: dict) -> None:
          "raw+Records wall/cpu", "raw unpack", "replay/raw+Records"],
         rows,
     )
-    rates = [r["records_per_s"]["median"] for r in results["rows"] if r["trials"][0]["records"] >= 50_000]
-    cpu_rates = [r["records_per_cpu_s"]["median"] for r in results["rows"] if r["trials"][0]["records"] >= 50_000]
-    if rates:
-        worst = min(rates)
+    if "floor_s" in results:
+        f = results["floor_s"]
+        print(f"\nRay's restart floor (a partition actor over an empty log): {f['median']:.2f} s "
+              f"({f['min']:.2f}-{f['max']:.2f})")
+    big_logs = [r for r in results["rows"] if r["trials"][0]["records"] >= 50_000]
+    if big_logs:
         print()
-        common.print_target(f"replay >= {TARGET_RATE:,} records/s",
-                            f"{worst:,.0f} to {max(rates):,.0f} wall clock ({min(cpu_rates):,.0f} to "
-                            f"{max(cpu_rates):,.0f} per CPU-second), logs of >= 50k records", worst >= TARGET_RATE)
+        slowest = min(big_logs, key=lambda r: r["records_per_s"]["median"])
+        common.print_target(f"replay >= {TARGET_RATE:,} records/s (logs of >= 50k records)",
+                            f"{slowest['records_per_s']['median']:,.0f} to "
+                            f"{max(r['records_per_s']['median'] for r in big_logs):,.0f} wall clock",
+                            slowest["records_per_s"]["median"] >= TARGET_RATE)
+        behind = [r for r in big_logs if r["records_per_s"]["median"] < r["baselines"]["raw_unpack"]["records_per_s"]]
+        common.print_target("replay >= the raw msgpack unpack of the same log",
+                            f"{len(big_logs) - len(behind)} of {len(big_logs)} logs", not behind)
+    floor = results.get("floor_s", {}).get("median")
     big = [r for r in results["rows"]
            if r["live"] >= TARGET_LIVE and (r["compacted"] or r["history_records"] == r["live"])]
     for r in big:
         v = r["restart_s"]["median"]
         history = f"{r['history_records']:,} records of history, {'compacted' if r['compacted'] else 'all live'}"
-        common.print_target(f"restart with {r['live']:,} live offsets <= {TARGET_RESTART_S:.0f} s ({history})",
-                            f"{v:.2f} s", v <= TARGET_RESTART_S)
+        goal = f"restart with {r['live']:,} live offsets <= Ray's restart floor + {TARGET_OVER_FLOOR_S:g} s ({history})"
+        if floor is None:
+            common.print_target(goal, f"{v:.2f} s; the floor was not measured in this run", False)
+        else:
+            common.print_target(goal, f"{v:.2f} s, floor {floor:.2f} s", v <= floor + TARGET_OVER_FLOOR_S)
 
 
 def main(argv: list[str] | None = None) -> dict:
