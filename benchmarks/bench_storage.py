@@ -1,5 +1,9 @@
 """Storage benchmark: write, replay, compaction, and group-commit throughput of a PartitionLog.
 
+It also measures what a background compaction takes from the thread that appends (the request
+path's shape in a partition actor): the cleaner runs Python in a thread of the same process, so it
+competes for the GIL, and the appending thread waits for it after every fsync.
+
 Run from the repository root: `python -m benchmarks.bench_storage` (add `--records N` for a
 smaller run). Prints a table and writes benchmarks/results/storage.json.
 """
@@ -143,6 +147,37 @@ def compaction(directory: Path, segment_bytes: int) -> dict:
             "bytes_after": result.bytes_after, "replay_after_seconds": seconds, "records_after_total": n}
 
 
+def appends_during_compaction(directory: Path, records: int, batch: int, segment_bytes: int,
+                              seconds: float) -> dict:
+    """Append + fsync rate on a log whose closed segments are due for compaction: `seconds` with no
+    compaction, then while a background compaction runs (at most `seconds`), then after it ended."""
+    write_log(directory, records, batch, segment_bytes)
+    plog = PartitionLog(directory, sync="always", segment_bytes=segment_bytes, min_compaction_bytes=1)
+    batches = [make_batch(i * batch, batch) for i in range(64)]
+
+    def rate(until: Callable[[], bool]) -> float:
+        n, t = 0, time.perf_counter()
+        while not until() and time.perf_counter() - t < seconds:
+            plog.append(batches[n % len(batches)])
+            plog.flush()
+            n += 1
+        return n * batch / (time.perf_counter() - t)
+
+    try:
+        before = rate(lambda: False)
+        t = time.perf_counter()
+        if not plog.maybe_compact():
+            raise RuntimeError("no compaction was due on a log of repeated keys")
+        during = rate(lambda: not plog.compacting)
+        plog.join_compaction()
+        compaction_s = time.perf_counter() - t
+        after = rate(lambda: False)
+    finally:
+        plog.close()
+    return {"before_per_s": before, "during_per_s": during, "after_per_s": after,
+            "during_vs_before": during / before, "compaction_s": compaction_s}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print a table, write benchmarks/results/storage.json."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -151,6 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--segment-mib", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3, help="replay runs (the best counts)")
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--stall-seconds", type=float, default=2.0,
+                        help="how long each append rate of the during-compaction step is measured")
     args = parser.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="bench-storage-", dir=args.dir))
     segment_bytes = args.segment_mib * 1024 * 1024
@@ -183,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
                                 key=lambda g: g["seconds"]))
         runs.append(min((threaded_group_commit(gc, 1000, 100) for _ in range(3)), key=lambda g: g["seconds"]))
         results["append_flush"] = runs
+        print("append + fsync while a background compaction runs ...", file=sys.stderr)
+        results["during_compaction"] = appends_during_compaction(base / "stall", args.records, args.batch,
+                                                                 segment_bytes, args.stall_seconds)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     report(results)
@@ -219,6 +259,10 @@ def report(r: dict) -> None:
     for g in r["append_flush"]:
         print(f"{'sync ' + g['sync']:<36}{g['flush_every']!s:>12}{g['fsyncs']:>8}{g['seconds']:>9.3f}"
               f"{g['appends_per_s']:>11,.0f}{g['records_per_s']:>12,.0f}")
+    d = r["during_compaction"]
+    print(f"\nappend + fsync (sync always) beside a background compaction of {d['compaction_s']:.2f} s: "
+          f"{d['before_per_s']:,.0f} records/s before, {d['during_per_s']:,.0f} during "
+          f"({d['during_vs_before']:.0%} of before), {d['after_per_s']:,.0f} after")
 
 
 if __name__ == "__main__":

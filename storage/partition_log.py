@@ -416,8 +416,7 @@ class PartitionLog:
             message = f"background compaction of {self.directory} failed: {error}"
             raise CompactionError(message, committed) from error
         self._check_usable()
-        thread = self._compaction_thread
-        if (thread is not None and thread.is_alive()) or not self.compaction_due():
+        if self.compacting or not self.compaction_due():
             return False
         thread = threading.Thread(target=self._compact_in_background, name=f"compact {self.directory.name}")
         thread.daemon = True
@@ -431,6 +430,12 @@ class PartitionLog:
         except BaseException as e:
             log.exception("%s: background compaction failed", self.directory)
             self._background_error = e
+
+    @property
+    def compacting(self) -> bool:
+        """Whether a background compaction is running."""
+        thread = self._compaction_thread
+        return thread is not None and thread.is_alive()
 
     def join_compaction(self, timeout: float | None = None) -> None:
         """Wait for a background compaction to finish."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 
 import pytest
 from storage_helpers import (
@@ -192,6 +193,28 @@ def test_maybe_compact_runs_in_the_background_when_due(tmp_path):
     assert not log.compaction_due()
     assert not log.maybe_compact()
     assert state_of(log.replay()) == {(type(k), k): v for k, v in [commit("g", "t", 0, 9)]}
+    log.close()
+
+
+def test_a_second_background_compaction_does_not_start_beside_a_running_one(tmp_path, monkeypatch):
+    log = PartitionLog(tmp_path, segment_bytes=100, sync="never", min_compaction_bytes=0)
+    for i in range(5):
+        log.append([commit("g", "t", 0, i)] * 3)
+        log.flush()
+    release, real_run = threading.Event(), Compactor.run
+
+    def held(self):
+        assert release.wait(30), "the test never released the compaction"
+        return real_run(self)
+
+    monkeypatch.setattr(Compactor, "run", held)
+    assert not log.compacting
+    assert log.maybe_compact()
+    assert log.compacting and log.compaction_due()
+    assert not log.maybe_compact()  # due, but one runs
+    release.set()
+    log.join_compaction()
+    assert not log.compacting and not log.compaction_due()
     log.close()
 
 
