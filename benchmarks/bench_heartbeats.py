@@ -11,7 +11,9 @@ shapes: each driver sends the heartbeats due in a tick in one `batch` actor call
 hosting many members would), or one actor call per heartbeat. The knee is the highest offered
 rate with no failure whose heartbeats were answered as fast as they were sent (>= 95% of those
 sent in the window answered in it). The pure shard's CPU cost per heartbeat is measured
-in-process for reference.
+in-process for reference, and each step reads how much CPU the partition actor and the drivers
+used in its window (from /proc): on a small machine the drivers share the cores with the actor,
+and the actor's CPU per heartbeat says what it could serve on a core of its own.
 """
 
 from __future__ import annotations
@@ -95,11 +97,13 @@ class _Member:
 
 
 async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], interval_s: float, session_ms: int,
-                         start_at: float, window_s: float, batched: bool, tick_s: float) -> dict:
+                         start_at: float, window_s: float, batched: bool, tick_s: float,
+                         actor_pid: int | None = None) -> dict:
     """Form `groups` and heartbeat their members at `interval_s` for `window_s` once formed; check them, leave.
 
     Runs in a driver process. Heartbeats answered in the window (from `start_at`, or once all
-    groups are formed if later) count.
+    groups are formed if later) count. The CPU this process and the actor `actor_pid` (on this
+    machine) used in the window is measured too.
     """
     began = time.time()
     session_s = session_ms / 1000
@@ -200,6 +204,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
                 heapq.heappush(heap, (m.last_sent + (len(members) * 0.618 % 1.0) * interval_s, next(seq), m))
     formed_at[0] = time.time()
     end[0] = max(start_at, formed_at[0]) + window_s
+    cpu = await _window_cpu(max(start_at, formed_at[0]), end[0], actor_pid)
     await sched
     if in_flight:
         await asyncio.wait(in_flight, timeout=session_ms / 1000)
@@ -244,7 +249,25 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         "max_client_gap_s": max((m.max_gap for m in members), default=0.0),
         "unstable_groups": unstable,
         "missing_members": missing,
+        **cpu,
     }
+
+
+async def _window_cpu(start: float, end: float, actor_pid: int | None) -> dict:
+    """CPU seconds this process and the actor used from `start` to `end` (wall clock, time.time())."""
+    await asyncio.sleep(max(0.0, start - time.time()))
+    own, actor = time.process_time(), _cpu_of(actor_pid)
+    await asyncio.sleep(max(0.0, end - time.time()))
+    after = _cpu_of(actor_pid)
+    return {"driver_cpu_s": time.process_time() - own,
+            "actor_cpu_s": after - actor if actor is not None and after is not None else None}
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    try:
+        return common.read_cpu_seconds(pid) if pid is not None else None
+    except OSError:  # the actor is gone (crashed), or on another machine
+        return None
 
 
 def actor_facts(svc: Any) -> dict:
@@ -261,7 +284,7 @@ def run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pre
     """One step, as a row even when it fails: see `_run_step`; a crashed actor or a failed driver is its reason."""
     before = actor_facts(svc)
     try:
-        step = _run_step(svc, drivers, rate, batched, sizes, prefix, window_s)
+        step = _run_step(svc, drivers, rate, batched, sizes, prefix, window_s, before.get("pid"))
     except Exception as e:
         log.warning("step of %d heartbeats/s failed: %r", rate, e)
         step = {"mode": "batched" if batched else "per-call", "offered_per_s": float(rate), "ok": False,
@@ -276,7 +299,7 @@ def run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pre
 
 
 def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, prefix: str,
-              window_s: float | None) -> dict:
+              window_s: float | None, actor_pid: int | None = None) -> dict:
     """One step: `rate` heartbeats/s offered by rate x interval members, spread over the drivers."""
     sizes = dict(sizes, window_s=window_s or sizes["window_s"])
     interval_s = sizes["interval_ms"] / 1000
@@ -288,7 +311,7 @@ def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pr
     callers = [common.ActorCaller(h) for h in svc.partitions]
     start_at = time.time() + 0.5
     refs = [d.run.remote(heartbeat_step, callers, share, interval_s, sizes["session_ms"], start_at,
-                         sizes["window_s"], batched, sizes["tick_s"])
+                         sizes["window_s"], batched, sizes["tick_s"], actor_pid)
             for d, share in zip(drivers, shares, strict=True) if share]
     runs = ray.get(refs)
     latencies = [x for r in runs for x in r["latencies"]]
@@ -320,7 +343,14 @@ def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pr
         "missing_members": sum(r["missing_members"] for r in runs),
         "formed_s": max(r["formed_s"] for r in runs),
         "window_s": min(r["window_s"] for r in runs),
+        # The drivers' windows start when their last group formed: nearly together. The actor's CPU is read by
+        # each of them over its own window; the first driver's reading stands for the step's.
+        "actor_cpu_per_s": runs[0]["actor_cpu_s"] / sizes["window_s"] if runs[0]["actor_cpu_s"] is not None
+        else None,
+        "drivers_cpu_per_s": sum(r["driver_cpu_s"] for r in runs) / sizes["window_s"],
     }
+    if step["actor_cpu_per_s"] is not None and served:
+        step["actor_us_per_heartbeat"] = step["actor_cpu_per_s"] / served * 1e6
     step["ok"] = (step["failed_members"] == 0 and step["missing_members"] == 0 and step["unstable_groups"] == 0
                   and step["served_fraction"] >= SERVED_FRACTION)
     return step
@@ -434,15 +464,23 @@ def overload_step(svc: Any, drivers: list, steps: list[dict], sizes: dict) -> di
 
 def _row(st: dict) -> list:
     if "served_per_s" not in st:
-        return [st["mode"], f"{st['offered_per_s']:,.0f}", *["-"] * 9, f"FAILED: {st.get('error')}"]
+        return [st["mode"], f"{st['offered_per_s']:,.0f}", *["-"] * 10, f"FAILED: {st.get('error')}"]
     fails = ", ".join(f"{k} {v}" for k, v in st["failures"].items()) or "-"
     return [
         st["mode"], f"{st['offered_per_s']:,.0f}", f"{st['members']:,}", f"{st['sent_per_s']:,.0f}",
         f"{st['served_per_s']:,.0f}",
         f"{st['served_fraction'] * 100:.0f}%", f"{st['p50_ms']:.0f}/{st['p99_ms']:.0f}/{st['max_ms']:.0f}",
         f"{st['failed_members']} ({fails})", st["false_expiries"], f"{st['max_client_gap_s']:.2f}",
-        f"{st['missing_members']}/{st['unstable_groups']}", "ok" if st["ok"] else "FAIL",
+        f"{st['missing_members']}/{st['unstable_groups']}", _cpu_cell(st), "ok" if st["ok"] else "FAIL",
     ]
+
+
+def _cpu_cell(st: dict) -> str:
+    """`actor / drivers` CPU in cores over the window, and the actor's microseconds per answered heartbeat."""
+    if st.get("actor_cpu_per_s") is None:  # not measured (an older run, or the actor was gone)
+        return "-"
+    per = f", {st['actor_us_per_heartbeat']:.0f} us/hb" if "actor_us_per_heartbeat" in st else ""
+    return f"{st['actor_cpu_per_s']:.2f} / {st['drivers_cpu_per_s']:.2f}{per}"
 
 
 def report(results: dict) -> None:
@@ -452,7 +490,7 @@ def report(results: dict) -> None:
         f"heartbeats to one partition actor: session {s['session_ms']} ms, interval {s['interval_ms']} ms, "
         f"groups of {s['group_size']}, window {s['window_s']:.1f} s",
         ["mode", "offered/s", "members", "sent/s", "answered/s", "answered", "p50/p99/max ms", "failed members",
-         "false exp.", "max gap s", "missing/unstable", ""],
+         "false exp.", "max gap s", "missing/unstable", "CPU cores actor / drivers", ""],
         [_row(st) for st in results["steps"]],
     )
     sh = results["shard"]
@@ -463,6 +501,14 @@ def report(results: dict) -> None:
         print(f"knee ({mode}): last good step {k['last_ok_offered']:,.0f}/s offered "
               f"({k['last_ok_served']:,.0f}/s served); first failing step: {first}")
     best = results["knee"].get("batched", {}).get("last_ok_served", 0.0)
+    at_knee = [st for st in results["steps"] if st["mode"] == "batched" and st["ok"]
+               and st["served_per_s"] == best and "actor_us_per_heartbeat" in st]
+    if at_knee:
+        st = at_knee[0]
+        print(f"at the batched knee the partition actor used {st['actor_cpu_per_s']:.2f} of a core and the drivers "
+              f"{st['drivers_cpu_per_s']:.2f} (of {results.get('machine', {}).get('cores', '?')} cores): "
+              f"{st['actor_us_per_heartbeat']:.0f} us of actor CPU per heartbeat, "
+              f"{1e6 / st['actor_us_per_heartbeat']:,.0f}/s on a core of its own")
     ok = best >= TARGET_RATE and results["false_expiries_up_to_knee"] == 0
     common.print_target(f">= {TARGET_RATE:,} heartbeats/s per partition actor with zero false expiries",
                         f"{best:,.0f}/s answered with {results['false_expiries_up_to_knee']} false expiries up to "
