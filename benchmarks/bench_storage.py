@@ -1,8 +1,9 @@
 """Storage benchmark: write, replay, compaction, and group-commit throughput of a PartitionLog.
 
 It also measures what a background compaction takes from the thread that appends (the request
-path's shape in a partition actor): the cleaner runs Python in a thread of the same process, so it
-competes for the GIL, and the appending thread waits for it after every fsync.
+path's shape in a partition actor): the cleaner's CPU-bound Python runs in a child process, which
+keeps it off the GIL of the appending thread (in a thread of the same process it took two thirds
+of the append rate).
 
 Run from the repository root: `python -m benchmarks.bench_storage` (add `--records N` for a
 smaller run). Prints a table and writes benchmarks/results/storage.json.

@@ -23,18 +23,22 @@ the swap file's extent marker, deletes the segments with bases in (B, E) and ren
 over `B.log`. Either way the directory replays to the same state as before or after the group.
 Groups go in log order so that a tombstone is dropped only after every older record of its key
 was removed from the earlier groups.
+
+The reading (the survivors) and the writing of step 1 are a CleanerWork: in the calling thread
+(`ScanHere`) or in a child process (storage.cleaner_process); steps 2-4 always run here.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Protocol
 
 from .errors import CompactionError
 from .fileops import OS_FILES, FileOps, write_all
@@ -107,6 +111,48 @@ def recover_directory(directory: Path, files: FileOps = OS_FILES) -> bool:
     return changed
 
 
+class CleanerWork(Protocol):
+    """Where a compaction reads the log and writes its cleaned files: the compacting thread
+    (`ScanHere`), or a child process (storage.cleaner_process)."""
+
+    def survivors(self) -> tuple[list[int], int, list[int]]:
+        """Records kept in each closed segment, tombstones dropped, and records in each closed segment."""
+        ...
+
+    def write(self, first: int, last: int, end: int, cleaned: Path) -> int:
+        """Write the survivors of closed segments first..last (up to offset `end`) to `cleaned`, fsynced;
+        its size in bytes. Raises OSError when that fails."""
+        ...
+
+    def close(self) -> None:
+        """Release what the work holds (called once, whether the compaction succeeded or not)."""
+        ...
+
+
+class ScanHere:
+    """A compaction's reading and writing in the calling thread."""
+
+    def __init__(self, compactor: Compactor) -> None:
+        self.compactor = compactor
+        self.keep: list[int] = []
+
+    def survivors(self) -> tuple[list[int], int, list[int]]:
+        """See CleanerWork.survivors."""
+        c = self.compactor
+        self.keep, dropped, totals = c._find_survivors()
+        bounds = [s.base_offset for s in c.closed] + [c.active.base_offset]
+        kept = [bisect.bisect_left(self.keep, bounds[i + 1]) - bisect.bisect_left(self.keep, bounds[i])
+                for i in range(len(c.closed))]
+        return kept, dropped, totals
+
+    def write(self, first: int, last: int, end: int, cleaned: Path) -> int:
+        """See CleanerWork.write."""
+        return self.compactor._write_cleaned(cleaned, self.compactor.closed[first : last + 1], end, self.keep)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 class Compactor:
     """One compaction run over a snapshot of the closed segments (see the module docstring).
 
@@ -115,6 +161,7 @@ class Compactor:
     after each step of the swap protocol ("cleaned", "swap", "deleted", "installed"); tests
     use it to simulate a crash between steps. `active_size` bounds the scan of the active segment
     (its durable bytes); `fence` raises if this writer was replaced, before anything is written.
+    `work` makes the CleanerWork that reads and rewrites the segments (default: this thread).
     """
 
     def __init__(
@@ -132,6 +179,7 @@ class Compactor:
         files: FileOps = OS_FILES,
         fence: Callable[[], None] = lambda: None,
         on_step: StepHook | None = None,
+        work: Callable[[Compactor], CleanerWork] = ScanHere,
     ) -> None:
         self.directory = directory
         self.closed = closed
@@ -145,6 +193,7 @@ class Compactor:
         self.files = files
         self.fence = fence
         self.on_step = on_step
+        self.work = work
         self.committed = False
 
     def run(self) -> CompactionResult:
@@ -153,24 +202,25 @@ class Compactor:
         result = CompactionResult(
             segments_before=len(self.closed), bytes_before=sum(s.size for s in self.closed)
         )
-        keep, dropped, totals = self._find_survivors()
-        result.records_before = sum(totals)
-        result.tombstones_dropped = dropped
-        bounds = [s.base_offset for s in self.closed] + [self.active.base_offset]
-        kept = [bisect.bisect_left(keep, bounds[i + 1]) - bisect.bisect_left(keep, bounds[i])
-                for i in range(len(self.closed))]
-        result.records_after = sum(kept)
-        after: list[Segment] = []
-        for group in self._groups(kept, totals):
-            first, last = group[0], group[-1]
-            end = bounds[last + 1]
-            segs = self.closed[first : last + 1]
-            unchanged = kept[first] == totals[first] and segs[0].clean and segs[0].next_offset == end
-            if len(segs) == 1 and unchanged:
-                after.append(segs[0])
-                continue
-            after.append(self._rewrite(segs, end, keep))
-            result.groups_rewritten += 1
+        work = self.work(self)
+        try:
+            kept, dropped, totals = work.survivors()
+            result.records_before = sum(totals)
+            result.tombstones_dropped = dropped
+            result.records_after = sum(kept)
+            bounds = [s.base_offset for s in self.closed] + [self.active.base_offset]
+            after: list[Segment] = []
+            for first, last in self._groups(kept, totals):
+                end = bounds[last + 1]
+                segs = self.closed[first : last + 1]
+                unchanged = kept[first] == totals[first] and segs[0].clean and segs[0].next_offset == end
+                if len(segs) == 1 and unchanged:
+                    after.append(segs[0])
+                    continue
+                after.append(self._rewrite(segs, end, functools.partial(work.write, first, last, end)))
+                result.groups_rewritten += 1
+        finally:
+            work.close()
         result.segments_after = len(after)
         result.bytes_after = sum(s.size for s in after)
         result.seconds = time.perf_counter() - start
@@ -239,14 +289,14 @@ class Compactor:
                 size = estimate
         return [[g[0], g[-1]] for g in groups]
 
-    def _rewrite(self, segs: list[Segment], end: int, keep: list[int]) -> Segment:
+    def _rewrite(self, segs: list[Segment], end: int, write: Callable[[Path], int]) -> Segment:
         base = segs[0].base_offset
         target = self.directory / segment_file_name(base)
         cleaned = target.with_name(target.name + CLEANED_SUFFIX)
         swap = target.with_name(target.name + SWAP_SUFFIX)
         self.fence()
         try:
-            size = self._write_cleaned(cleaned, segs, end, keep)
+            size = write(cleaned)
         except OSError as e:
             self._abandon(cleaned)
             raise CompactionError(f"compaction of {target} failed before its commit: {e}", False) from e
@@ -281,6 +331,8 @@ class Compactor:
         """Remove the output of a group that failed before its commit (opening the log would, too)."""
         try:
             self.files.unlink(cleaned)
+        except FileNotFoundError:
+            pass  # it failed before its file was made
         except OSError as e:
             log.warning("%s: could not remove %s: %s", self.directory, cleaned.name, e)
 

@@ -27,8 +27,9 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 
 from groupcoord.protocol.records import Record, encode_batch
 
+from .cleaner_process import ChildCleaner
 from .columnar import exported_prefix, read_export_floor
-from .compaction import CompactionResult, Compactor, StepHook, recover_directory
+from .compaction import CompactionResult, Compactor, ScanHere, StepHook, recover_directory
 from .errors import CompactionError, CorruptLogError, LogClosedError, StorageError
 from .fileops import OS_FILES, FileOps, makedirs_durably
 from .framing import EntryScanner, entry_header
@@ -377,6 +378,9 @@ class PartitionLog:
                 files=self.files,
                 fence=self._fence.check,
                 on_step=on_step,
+                # On real files the reading and rewriting run in a child process (storage.cleaner_process);
+                # a FileOps seam (faults, the simulator) or a step hook needs them in this thread.
+                work=ChildCleaner if self.files is OS_FILES and on_step is None else ScanHere,
             )
             try:
                 result = compactor.run()

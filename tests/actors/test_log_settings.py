@@ -36,3 +36,34 @@ def test_small_segments_roll_and_compact_and_every_latest_offset_survives(ray_lo
 def test_a_storage_setting_that_cannot_work_is_refused(ray_local, tmp_path, option):
     with pytest.raises(ServiceError, match=next(iter(option))):
         start(num_partitions=1, storage_path=str(tmp_path), namespace="log-settings-bad", **option)
+
+
+@ray.remote(num_cpus=0)
+def _compact_in_a_worker(directory: str) -> dict:
+    from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+    from groupcoord.storage import PartitionLog
+    from groupcoord.storage import cleaner_process as cp
+
+    children = []
+    real_init = cp.ChildCleaner.__init__
+
+    def counted(self, compactor):
+        real_init(self, compactor)
+        children.append(self.proc.pid)
+
+    cp.ChildCleaner.__init__ = counted
+    log = PartitionLog(directory, segment_bytes=512, sync="always")
+    for i in range(60):
+        log.append([Record(OffsetCommitKey(f"g{i % 3}", "t", 0), OffsetCommitValue(i, -1, "", i, -1))])
+        log.flush()
+    result = log.compact()
+    latest = {r.record.key.group: r.record.value.offset for r in log.read()}
+    log.close()
+    return {"children": children, "worker": os.getpid(), "rewritten": result.groups_rewritten, "latest": latest}
+
+
+def test_a_compaction_in_a_ray_worker_runs_its_cleaner_in_a_child_process(ray_local, tmp_path):
+    got = ray.get(_compact_in_a_worker.remote(str(tmp_path / "log")))
+    assert len(got["children"]) == 1 and got["children"][0] != got["worker"]
+    assert got["rewritten"] > 0
+    assert got["latest"] == {"g0": 57, "g1": 58, "g2": 59}

@@ -1,0 +1,112 @@
+"""Compaction on real files reads and rewrites in a child process: the same files as the in-thread cleaner,
+at a lower priority, and a child that fails or dies fails only that compaction."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from storage_helpers import ManualMs, copy_dir, files_in, random_batches, state_of
+
+from groupcoord.storage import CompactionError, PartitionLog
+from groupcoord.storage import cleaner_process as cp
+from groupcoord.storage.compaction import CompactionResult
+
+DAY = 24 * 3600 * 1000
+
+
+def _log_with_history(directory, seed: int) -> ManualMs:
+    clock = ManualMs()
+    log = PartitionLog(directory, clock=clock, segment_bytes=400, sync="never")
+    for i, batch in enumerate(random_batches(seed, 120)):
+        log.append(batch)
+        log.flush()
+        clock.advance(DAY // 20 if i % 10 else DAY)  # tombstones of every age
+    log.close()
+    return clock
+
+
+def _compact(directory, clock, *, in_thread: bool) -> tuple[CompactionResult, list]:
+    log = PartitionLog(directory, clock=clock, segment_bytes=400, sync="never")
+    result = log.compact(on_step=(lambda step: None) if in_thread else None)  # a step hook keeps it in the thread
+    records = list(log.read())
+    log.close()
+    return result, records
+
+
+def _same_result(a: CompactionResult, b: CompactionResult) -> bool:
+    return {**vars(a), "seconds": 0} == {**vars(b), "seconds": 0}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_child_writes_the_same_files_as_the_thread(tmp_path, seed, monkeypatch):
+    spawned = []
+    real_init = cp.ChildCleaner.__init__
+    monkeypatch.setattr(cp.ChildCleaner, "__init__", lambda self, c: spawned.append(1) or real_init(self, c))
+    clock = _log_with_history(tmp_path / "a", seed)
+    copy_dir(tmp_path / "a", tmp_path / "b")
+    here, here_records = _compact(tmp_path / "a", clock, in_thread=True)
+    assert not spawned
+    child, child_records = _compact(tmp_path / "b", clock, in_thread=False)
+    assert spawned == [1]
+    assert here.groups_rewritten > 0 and here.tombstones_dropped > 0 and here.records_after < here.records_before
+    assert _same_result(here, child)
+    assert child_records == here_records
+    assert files_in(tmp_path / "a") == files_in(tmp_path / "b")
+    for name in files_in(tmp_path / "a"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_the_child_runs_below_the_partitions_priority(tmp_path, monkeypatch):
+    clock = _log_with_history(tmp_path, 4)
+    seen = []
+    real = cp.ChildCleaner.survivors
+
+    def survivors(self):
+        answer = real(self)  # the child has lowered its priority before it answers
+        seen.append(os.getpriority(os.PRIO_PROCESS, self.proc.pid))
+        return answer
+
+    monkeypatch.setattr(cp.ChildCleaner, "survivors", survivors)
+    _compact(tmp_path, clock, in_thread=False)
+    assert seen == [min(19, os.getpriority(os.PRIO_PROCESS, 0) + cp.NICE_INCREMENT)]
+
+
+def test_a_child_that_dies_fails_only_that_compaction(tmp_path, monkeypatch):
+    clock = _log_with_history(tmp_path, 5)
+    log = PartitionLog(tmp_path, clock=clock, segment_bytes=400, sync="never")
+    before = [r.record for r in log.read()]
+    real = cp.ChildCleaner.write
+
+    def killed(self, first, last, end, cleaned):
+        self.proc.kill()
+        self.proc.wait()
+        return real(self, first, last, end, cleaned)
+
+    monkeypatch.setattr(cp.ChildCleaner, "write", killed)
+    with pytest.raises(CompactionError, match="cleaner process") as raised:
+        log.compact()
+    assert not raised.value.committed and not log.failed
+    assert not [n for n in os.listdir(tmp_path) if n.endswith((".cleaned", ".swap"))]
+    monkeypatch.undo()
+    more = random_batches(6, 1)[0]
+    log.append(more)  # the log carries on
+    log.flush()
+    assert log.compact().groups_rewritten > 0  # and the next compaction succeeds
+    assert state_of(r.record for r in log.read()) == state_of([*before, *more])
+    log.close()
+
+
+def test_damage_the_child_meets_fails_the_compaction_not_the_log(tmp_path):
+    clock = _log_with_history(tmp_path, 7)
+    log = PartitionLog(tmp_path, clock=clock, segment_bytes=400, sync="never")
+    first = log.segments()[0].path
+    with open(first, "r+b") as f:  # a flipped byte in a closed segment's first entry
+        f.seek(20)
+        byte = f.read(1)
+        f.seek(20)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(CompactionError, match="in the cleaner process"):
+        log.compact()
+    assert not log.failed
+    log.close()
