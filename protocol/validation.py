@@ -36,6 +36,7 @@ from .messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from .values import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,28 @@ OFFSET_AND_METADATA = tuple_of(OFFSET, is_str, LEADER_EPOCH)
 PROTOCOL = tuple_of(is_str, is_bytes)
 MEMBER_IDENTITY = fields(MemberIdentity, member_id=is_str, group_instance_id=is_opt_str, reason=is_opt_str)
 
+
+
+def _offsets(v: Any) -> bool:
+    """OffsetCommit's offsets: a mapping of TopicPartition to OffsetAndMetadata. Exact types with ASCII strings
+    (the usual commit) are checked inline, without a call per field; anything else by the generic checks,
+    which accept everything the inline test does."""
+    if not isinstance(v, Mapping):
+        return False
+    for tp, om in v.items():
+        if type(tp) is TopicPartition and type(om) is OffsetAndMetadata:
+            topic, partition = tp
+            offset, metadata, epoch = om
+            if (type(topic) is str and type(metadata) is str and topic.isascii() and metadata.isascii()
+                    and type(partition) is int and 0 <= partition <= INT32_MAX
+                    and type(offset) is int and -1 <= offset <= INT64_MAX
+                    and type(epoch) is int and -1 <= epoch <= INT32_MAX):
+                continue
+        if not (TOPIC_PARTITION(tp) and OFFSET_AND_METADATA(om)):
+            return False
+    return True
+
+
 # --- group ids -------------------------------------------------------------------------------
 
 NO_GROUP_ID, GROUP_ID, NON_EMPTY_GROUP_ID, GROUP_IDS = "none", "any", "non-empty", "list"
@@ -181,7 +204,7 @@ SPECS: dict[str, RequestSpec] = {
         OffsetCommitRequest,
         GROUP_ID,
         {
-            "offsets": map_of(TOPIC_PARTITION, OFFSET_AND_METADATA),
+            "offsets": _offsets,
             "generation_id": INT32,
             "member_id": is_str,
             "group_instance_id": is_opt_str,

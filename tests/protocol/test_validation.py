@@ -360,3 +360,31 @@ def test_a_member_id_generated_from_the_longest_client_id_is_accepted_back():
     assert first.error == Errors.MEMBER_ID_REQUIRED and len(first.member_id) == 8 + validation.MEMBER_ID_SUFFIX_BYTES
     again = JoinGroupRequest("g", 10000, member_id=first.member_id, client_id="c" * 8, protocols=[("range", META)])
     assert validation.check("join_group", again, coord.config) is None
+
+
+class _Epoch(int):
+    """An int subclass: valid for the generic checks, outside the inline test's exact types."""
+
+
+class _Str(str):
+    pass
+
+
+_OFFSET_KEYS = [TopicPartition("t", 0), TopicPartition("té", 3), TopicPartition(SURROGATE, 0), TopicPartition("t", -1),
+                TopicPartition("t", BIG32), TopicPartition("t", True), TopicPartition("t", _Epoch(2)),
+                TopicPartition(_Str("t"), 1), TopicPartition(None, 0), ("t", 0), ("t",), ("t", 0, 1), "t"]
+_OFFSET_VALUES = [OffsetAndMetadata(1), OffsetAndMetadata(0, "é", 5), OffsetAndMetadata(-1, "m", -1),
+                  OffsetAndMetadata(-2), OffsetAndMetadata(BIG64), OffsetAndMetadata(BIG64 - 1, "", BIG32 - 1),
+                  OffsetAndMetadata(1, None), OffsetAndMetadata(1, SURROGATE), OffsetAndMetadata(1, "", BIG32),
+                  OffsetAndMetadata(True), OffsetAndMetadata(1, "", _Epoch(3)), OffsetAndMetadata(1.0),
+                  OffsetAndMetadata(1, _Str("m")), (1, "", -1), (1, ""), None]
+
+
+@pytest.mark.parametrize("key", _OFFSET_KEYS, ids=repr)
+def test_commit_offsets_are_judged_inline_exactly_as_the_generic_checks_judge_them(key):
+    generic = validation.map_of(validation.TOPIC_PARTITION, validation.OFFSET_AND_METADATA)
+    for value in _OFFSET_VALUES:
+        offsets = {TP: OffsetAndMetadata(7), key: value}
+        assert validation._offsets(offsets) == generic(offsets), (key, value)
+    assert validation._offsets({TP: OffsetAndMetadata(7), TopicPartition("u", 2): OffsetAndMetadata(8, "x", 0)})
+    assert not validation._offsets([(TP, OffsetAndMetadata(1))]) and not validation._offsets(None)
