@@ -81,12 +81,21 @@ def start_exporter(storage_path: str, history: str, *, interval_s: float = 60.0,
                                    get_if_exists=True).remote(storage_path, history, interval_s, step_records)
 
 
-def stop_exporter(namespace: str | None = None) -> bool:
-    """Stop and remove the exporter actor of `namespace`; False if none runs."""
+def stop_exporter(namespace: str | None = None, timeout_s: float = 30.0) -> bool:
+    """Stop and remove the exporter actor of `namespace`; False if none runs. Returns once Ray has released its
+    name, so that a start_exporter right after makes a new exporter rather than finding the dying one."""
     try:
         actor = ray.get_actor(EXPORTER_NAME, namespace=namespace)
     except ValueError:
         return False
     # A run cut short here is harmless: the next export finishes or undoes it from the checkpoint.
     ray.kill(actor, no_restart=True)
-    return True
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(EXPORTER_NAME, namespace=namespace)
+        except ValueError:
+            return True
+        time.sleep(0.05)
+    raise TimeoutError(f"the exporter of namespace {namespace!r} was killed, but Ray had not released its name "
+                       f"after {timeout_s:g} s")
