@@ -1,7 +1,8 @@
 """Long crash-consistency run of the partition log: writer processes SIGKILLed at random, for N minutes.
 
-Run from the repository root: `python -m benchmarks.chaos_log --minutes 5`. Alternates append
-and compaction runs (tests/reliability/rel_crash_runner.crash_run), each on a fresh log
+Run from the repository root: `python -m benchmarks.chaos_log --minutes 5`. Rotates append
+runs and compaction runs with the cleaner in a thread and in its child process
+(tests/reliability/rel_crash_runner.crash_run), each on a fresh log
 directory of `--rounds` kills, verifying after every kill that the reopened log holds every
 acknowledged record, decodes, and replays to the right state. Prints the figures (and writes
 them as JSON to --json PATH if given); exits non-zero on the first violation (an AssertionError).
@@ -32,10 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     deadline = time.monotonic() + args.minutes * 60
     keys = ("runs", "kills", "self_kills", "acked", "records_verified")
-    totals = {m: dict.fromkeys(keys, 0) for m in ("append", "compact")}
+    modes = ("append", "compact", "compact-child")
+    totals = {m: dict.fromkeys(keys, 0) for m in modes}
     i = 0
     while time.monotonic() < deadline:
-        mode = ("append", "compact")[i % 2]
+        mode = modes[i % len(modes)]
         with tempfile.TemporaryDirectory(prefix="gc-chaos-log-") as d:
             figures = crash_run(Path(d) / "log", mode, args.rounds, args.seed + i, args.max_run_s, args.kill_p)
         t = totals[mode]

@@ -45,6 +45,7 @@ DEFAULT_SYNC_INTERVAL_MS = 1000
 DEFAULT_TOMBSTONE_RETENTION_MS = 24 * 60 * 60 * 1000
 DEFAULT_MIN_COMPACTION_BYTES = 1024 * 1024
 DEFAULT_MIN_DIRTY_RATIO = 0.5
+CLEANERS = ("process", "thread")
 
 
 def wall_clock_ms() -> int:
@@ -59,7 +60,9 @@ class PartitionLog:
     last segment, and raises CorruptLogError for damage anywhere else. It holds the log's write
     lock and bumps its writer epoch (storage.writer) until closed. `clock` is a callable returning
     ms (or anything with `now_ms()`); `files` is the file-operation seam (tests simulate power
-    loss or failing disks through it).
+    loss or failing disks through it). `cleaner` says where a compaction reads and rewrites:
+    "process" (storage.cleaner_process, the default on real files) or "thread" (the default
+    with any other `files`, whose operations a child process would not go through).
     """
 
     def __init__(
@@ -74,11 +77,14 @@ class PartitionLog:
         min_dirty_ratio: float = DEFAULT_MIN_DIRTY_RATIO,
         clock: Callable[[], int] | Any | None = None,
         files: FileOps | None = None,
+        cleaner: str | None = None,
     ) -> None:
         if sync not in SYNC_POLICIES:
             raise ValueError(f"sync must be one of {SYNC_POLICIES}, not {sync!r}")
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
+        if cleaner is not None and cleaner not in CLEANERS:
+            raise ValueError(f"cleaner must be one of {CLEANERS}, not {cleaner!r}")
         self.directory = Path(directory)
         self.sync_policy = sync
         self.sync_interval_ms = sync_interval_ms
@@ -92,6 +98,7 @@ class PartitionLog:
             clock = clock.now_ms
         self._clock: Callable[[], int] = clock
         self.files: FileOps = files if files is not None else OS_FILES
+        self.cleaner = cleaner or ("process" if self.files is OS_FILES else "thread")
         self._lock = threading.Lock()  # the staged entries, _end and _failure
         self._flush_lock = threading.Lock()  # one flush at a time
         self._segments_lock = threading.Lock()  # the segment list and file swaps
@@ -378,9 +385,7 @@ class PartitionLog:
                 files=self.files,
                 fence=self._fence.check,
                 on_step=on_step,
-                # On real files the reading and rewriting run in a child process (storage.cleaner_process);
-                # a FileOps seam (faults, the simulator) or a step hook needs them in this thread.
-                work=ChildCleaner if self.files is OS_FILES and on_step is None else ScanHere,
+                work=ChildCleaner if self.cleaner == "process" else ScanHere,
             )
             try:
                 result = compactor.run()

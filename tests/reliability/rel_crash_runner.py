@@ -5,6 +5,7 @@ Used by test_rel_log_crash.py (short) and benchmarks/chaos_log.py (long).
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -49,9 +50,33 @@ def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: floa
     out, err = proc.communicate()
     out = opened + out
     assert proc.returncode == -9, f"writer died by itself (status {proc.returncode}):\n{err[-3000:]}"
+    _no_cleaner_outlives(proc.pid)
     lines = out.splitlines()
     acked = [int(line) for line in lines if line.isdigit()]
     return max(acked, default=0), self_killed, lines.count("compacted")
+
+
+def _cleaner_processes(parent_pid: int) -> list[int]:
+    """Cleaner processes (storage.cleaner_process) started by `parent_pid`, alive or not yet reaped."""
+    marker = f"m.main({parent_pid})".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass  # it ended while we looked
+    return found
+
+
+def _no_cleaner_outlives(parent_pid: int) -> None:
+    """A killed writer's cleaner process dies with it (the kernel's parent-death signal), within seconds."""
+    deadline = time.monotonic() + 10
+    while (left := _cleaner_processes(parent_pid)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not left, f"cleaner processes {left} outlived their writer {parent_pid}"
 
 
 def crash_run(

@@ -5,7 +5,9 @@ the deterministic records `record_at(offset)` from its end offset on, in batches
 and after each flush prints the durable offset on stdout (one line, flushed): everything below
 it was acknowledged. MODE "append" only appends; MODE "compact" also compacts the closed
 segments in a background thread, over and over, printing "compacted" after each compaction that
-rewrote something (a failing compaction ends the process with status 3). With probability KILL_P per fsync (and per
+rewrote something (a failing compaction ends the process with status 3), with the cleaner in that
+thread; MODE "compact-child" does the same with the cleaner in its child process
+(storage.cleaner_process), which the kernel kills with the writer. With probability KILL_P per fsync (and per
 compaction step) the process SIGKILLs itself right there, so that kills also land between a
 write and its fsync and inside the compaction swap protocol; the parent kills it too.
 `verify` is the parent's check of a recovered log against these records.
@@ -25,12 +27,18 @@ from typing import Any
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
 
 SEGMENT_BYTES = {"append": 64 * 1024, "compact": 16 * 1024}
+CLEANERS = {"append": "thread", "compact": "thread", "compact-child": "process"}
 COMPACT_KEYS = 24
+
+
+def records_mode(mode: str) -> str:
+    """The records and segment size a mode uses: the two compaction modes write the same log."""
+    return mode.removesuffix("-child")
 
 
 def record_at(offset: int, mode: str) -> Record:
     """The record the writer appends at `offset`: a pure function of offset and mode."""
-    if mode == "compact":
+    if records_mode(mode) == "compact":
         key = OffsetCommitKey(f"g{offset % 3}", "t", offset % COMPACT_KEYS)
         if offset % 11 == 0:
             return Record(key, None)
@@ -56,7 +64,8 @@ def verify(directory: str | os.PathLike[str], mode: str, acked: int) -> tuple[in
     """Reopen the log and check it against the writer's records; returns (end offset, records read)."""
     from groupcoord.storage import PartitionLog
 
-    with PartitionLog(directory, sync="always", segment_bytes=SEGMENT_BYTES[mode], tombstone_retention_ms=0) as plog:
+    segment_bytes = SEGMENT_BYTES[records_mode(mode)]
+    with PartitionLog(directory, sync="always", segment_bytes=segment_bytes, tombstone_retention_ms=0) as plog:
         end = plog.end_offset
         read = list(plog.read())
     leftovers = [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned"))]
@@ -104,10 +113,11 @@ def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
             _suicide()
 
     plog = PartitionLog(
-        directory, sync="always", segment_bytes=SEGMENT_BYTES[mode], tombstone_retention_ms=0, files=DyingFiles()
+        directory, sync="always", segment_bytes=SEGMENT_BYTES[records_mode(mode)], tombstone_retention_ms=0,
+        files=DyingFiles(), cleaner=CLEANERS[mode],
     )
     print(f"open {plog.end_offset}", flush=True)
-    if mode == "compact":
+    if mode != "append":
 
         def compact_forever() -> None:
             try:

@@ -5,7 +5,8 @@ durable offset after flush returns; it is killed by the parent at a random momen
 itself inside an fsync or a compaction step. After every kill the log must open (recovery),
 replay, decode, hold every acknowledged record (or more), hold exactly the record the writer
 wrote at each offset, and (in append mode) have contiguous offsets; in compaction mode replay
-must equal the latest-per-key state of everything up to the end. The next child continues
+must equal the latest-per-key state of everything up to the end. In "compact-child" the cleaner
+reads and rewrites in its child process, which must not outlive the killed writer. The next child continues
 from the recovered log, so recovery of recovered logs is exercised too.
 """
 
@@ -16,19 +17,22 @@ from pathlib import Path
 import pytest
 from rel_crash_runner import crash_run
 
-ROUNDS = {"append": 16, "compact": 16}
+ROUNDS = {"append": 16, "compact": 16, "compact-child": 10}
+# the longest a writer runs before its kill: long enough for a cleaner process to start and finish
+MAX_RUN_S = {"append": 0.4, "compact": 0.4, "compact-child": 1.2}
 MAX_ROUNDS = 48  # more rounds only while too few of the faults below happened (a slow machine fsyncs less)
 KILL_P = 0.003  # per fsync (four times that per compaction step)
-SEEDS = {"append": 1, "compact": 2}
+SEEDS = {"append": 1, "compact": 2, "compact-child": 3}
 MIN_SELF_KILLS = 3  # writers that died inside an fsync or a compaction step, not only between calls
-MIN_COMPACTIONS = {"append": 0, "compact": 3}
+MIN_COMPACTIONS = {"append": 0, "compact": 3, "compact-child": 3}
 
 
-@pytest.mark.parametrize("mode", ["append", "compact"])
+@pytest.mark.parametrize("mode", ["append", "compact", "compact-child"])
 def test_rel_sigkilled_writer_loses_no_acknowledged_record(tmp_path: Path, mode: str) -> None:
     """SIGKILL at random points of appends (and compactions): the reopened log holds the acked prefix or more."""
-    figures = crash_run(tmp_path / "log", mode, ROUNDS[mode], seed=SEEDS[mode], kill_p=KILL_P,
-                        min_self_kills=MIN_SELF_KILLS, min_compactions=MIN_COMPACTIONS[mode], max_rounds=MAX_ROUNDS)
+    figures = crash_run(tmp_path / "log", mode, ROUNDS[mode], seed=SEEDS[mode], max_run_s=MAX_RUN_S[mode],
+                        kill_p=KILL_P, min_self_kills=MIN_SELF_KILLS, min_compactions=MIN_COMPACTIONS[mode],
+                        max_rounds=MAX_ROUNDS)
     print(
         f"log crash ({mode}): {figures.kills} kills ({figures.self_kills} inside fsync/compaction), "
         f"{figures.compactions} compactions completed, highest acked offset {figures.acked}, "

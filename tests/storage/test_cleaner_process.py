@@ -4,6 +4,10 @@ at a lower priority, and a child that fails or dies fails only that compaction."
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from storage_helpers import ManualMs, copy_dir, files_in, random_batches, state_of
@@ -27,8 +31,8 @@ def _log_with_history(directory, seed: int) -> ManualMs:
 
 
 def _compact(directory, clock, *, in_thread: bool) -> tuple[CompactionResult, list]:
-    log = PartitionLog(directory, clock=clock, segment_bytes=400, sync="never")
-    result = log.compact(on_step=(lambda step: None) if in_thread else None)  # a step hook keeps it in the thread
+    log = PartitionLog(directory, clock=clock, segment_bytes=400, sync="never", cleaner="thread" if in_thread else None)
+    result = log.compact()
     records = list(log.read())
     log.close()
     return result, records
@@ -110,3 +114,48 @@ def test_damage_the_child_meets_fails_the_compaction_not_the_log(tmp_path):
         log.compact()
     assert not log.failed
     log.close()
+
+
+# A partition process that starts a compaction, says its cleaner's pid once the cleaner has answered (so
+# has set itself up), and waits there to be killed.
+_DYING_PARENT = """
+import signal, sys
+from groupcoord.storage import PartitionLog, cleaner_process as cp
+real = cp.ChildCleaner.survivors
+def survivors(self):
+    real(self)
+    print(self.proc.pid, flush=True)
+    signal.pause()
+cp.ChildCleaner.survivors = survivors
+PartitionLog(sys.argv[1], segment_bytes=400, sync="never").compact()
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_child_dies_with_its_partition_process_even_when_stopped(tmp_path):
+    """An orphaned cleaner could still write `.cleaned` files after a new writer recovered the directory;
+    the kernel kills it with its parent. Stopped, it would never read the EOF that ends it otherwise."""
+    _log_with_history(tmp_path, 8)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    parent = subprocess.Popen([sys.executable, "-c", _DYING_PARENT, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True, env=env)
+    child = int(parent.stdout.readline())
+    try:
+        os.kill(child, signal.SIGSTOP)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _running(child), "the cleaner process outlived its partition process"
+    finally:
+        if _running(child):
+            os.kill(child, signal.SIGKILL)
+        parent.stdout.close()

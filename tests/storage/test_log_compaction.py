@@ -21,7 +21,7 @@ from storage_helpers import (
     state_of,
 )
 
-from groupcoord.storage import CompactionError, FileOps, LogClosedError, PartitionLog
+from groupcoord.storage import CompactionError, FileOps, LogClosedError, PartitionLog, cleaner_process
 from groupcoord.storage.compaction import Compactor
 from groupcoord.storage.segment import segment_file_name
 
@@ -285,10 +285,18 @@ def run_with_crash(directory, crash_at: int, clock, **options):
     return steps
 
 
-@pytest.mark.parametrize("segment_bytes", [250, 700], ids=["many-groups", "few-groups"])
-def test_a_crash_after_any_compaction_step_replays_to_the_same_state(tmp_path, segment_bytes):
+@pytest.mark.parametrize(
+    ("segment_bytes", "cleaner"),
+    # the thread's other crash points are the power-loss workloads' (tests/storage/crash_workloads.py)
+    [(250, "process"), (700, "process"), (700, "thread")],
+    ids=["many-groups-process", "few-groups-process", "few-groups-thread"],
+)
+def test_a_crash_after_any_compaction_step_replays_to_the_same_state(tmp_path, segment_bytes, cleaner, monkeypatch):
+    spawned = []
+    real_init = cleaner_process.ChildCleaner.__init__
+    monkeypatch.setattr(cleaner_process.ChildCleaner, "__init__", lambda s, c: spawned.append(1) or real_init(s, c))
     clock = ManualMs()
-    options = dict(segment_bytes=segment_bytes, sync="always", tombstone_retention_ms=HOUR)
+    options = dict(segment_bytes=segment_bytes, sync="always", tombstone_retention_ms=HOUR, cleaner=cleaner)
     pristine = tmp_path / "pristine"
     log = PartitionLog(pristine, clock=clock, **options)
     write(log, clock, random_batches(7, 36, max_batch=4, keys=20), step_ms=60_000)
@@ -318,6 +326,7 @@ def test_a_crash_after_any_compaction_step_replays_to_the_same_state(tmp_path, s
         reopened.compact()  # and compacting again finishes the job
         assert list(reopened.read()) == compacted, crash_at
         reopened.close()
+    assert bool(spawned) == (cleaner == "process")  # the crashes hit the cleaner the test names
 
 
 def test_recovery_finishes_a_swap_whose_old_segments_were_partly_deleted(tmp_path):
