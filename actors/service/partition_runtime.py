@@ -43,6 +43,11 @@ TIMER_TURN_S = 0.002
 # While the actor runs behind, the timer loop looks again this often (its lag, and so due time, moves).
 _LAGGING_TIMER_CHECK_S = 0.1
 
+# The timer loop puts in order only the timers due within this many ms of now: a later wake may come early
+# and find nothing due (at most one such wake per this long), where ordering them all moved every re-armed
+# session timer in the heap once per heartbeat (see Purgatory.next_deadline).
+TIMER_HORIZON_MS = 100
+
 _REPORT_TIMEOUT_S = 2.0  # how long a failing partition waits to tell the router why
 
 # The shard's state is millions of small objects without reference cycles, which Python's cyclic
@@ -202,8 +207,10 @@ class PartitionRuntime:
     def _wake_for_timers(self) -> None:
         coord = self.coord
         assert coord is not None, "called only while serving"
-        deadline = coord.next_deadline()
-        if deadline is not None and deadline < self._sleep_until:
+        # Only a deadline before the loop's planned wake matters: the timers due by then are put in order.
+        until = self._sleep_until
+        deadline = coord.next_deadline(None if until == float("inf") else int(until))
+        if deadline is not None and deadline < until:
             self._wake.set()
 
     def _kick_flush(self) -> None:
@@ -249,10 +256,11 @@ class PartitionRuntime:
         if more:
             await asyncio.sleep(0)
             return
-        deadline = coord.next_deadline()
+        now = due_ms_of(self.clock)()
+        deadline = coord.next_deadline(now + TIMER_HORIZON_MS)
         self._sleep_until = deadline if deadline is not None else float("inf")
         self._wake.clear()
-        timeout = None if deadline is None else max(0.0, (deadline - due_ms_of(self.clock)()) / 1000)
+        timeout = None if deadline is None else max(0.0, (deadline - now) / 1000)
         if timeout is not None and self.lag.lag_ms:
             timeout = min(timeout, _LAGGING_TIMER_CHECK_S)  # the lag may shrink meanwhile: due time jumps ahead
         try:

@@ -222,9 +222,10 @@ class GroupCoordinator:
         timers.fire_due(now, limit=max_timers, runner=self._run_timer)
         return timers.has_due(now)
 
-    def next_deadline(self) -> int | None:
-        """When the next timer is due, in ms of the clock's monotonic time, or None; the actor sleeps until then."""
-        return self.runtime.timers.next_deadline()
+    def next_deadline(self, exact_until: int | None = None) -> int | None:
+        """When the next timer is due, in ms of the clock's monotonic time, or None; the actor sleeps until then.
+        Past `exact_until` the answer may be early (see Purgatory.next_deadline)."""
+        return self.runtime.timers.next_deadline(exact_until)
 
     def _run_timer(self, key: Hashable, callback: Callable[[], None]) -> None:
         """Run one timer so that its failure stays its own: logged with its group, counted, state put back.

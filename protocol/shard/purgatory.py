@@ -80,9 +80,14 @@ class Purgatory:
             counts[kind] = counts.get(kind, 0) + 1
         return counts
 
-    def next_deadline(self) -> int | None:
-        """The earliest armed deadline, or None when nothing is armed."""
-        self._settle_top()
+    def next_deadline(self, exact_until: int | None = None) -> int | None:
+        """The earliest armed deadline, or None when nothing is armed.
+
+        With `exact_until`, only the timers due by then are put in order: an answer at or before it is
+        exact, a later one may be early (a lower bound). A session timer that every heartbeat re-arms then
+        moves in the heap about once per session, not once per heartbeat.
+        """
+        self._settle_top(exact_until)
         return self._heap[0][0] if self._heap else None
 
     def fire_due(self, now_ms: int, limit: int | None = None, runner: Runner | None = None) -> int:
@@ -93,7 +98,7 @@ class Purgatory:
         """
         fired = 0
         while limit is None or fired < limit:
-            self._settle_top()
+            self._settle_top(now_ms)
             if not self._heap or self._heap[0][0] > now_ms:
                 return fired
             _, _, key = heapq.heappop(self._heap)
@@ -107,15 +112,18 @@ class Purgatory:
 
     def has_due(self, now_ms: int) -> bool:
         """Whether a timer is due at `now_ms`."""
-        deadline = self.next_deadline()
+        deadline = self.next_deadline(now_ms)
         return deadline is not None and deadline <= now_ms
 
-    def _settle_top(self) -> None:
-        """Pop cancelled entries and re-push re-armed ones until the top entry is exact (or none is left)."""
+    def _settle_top(self, until: int | None = None) -> None:
+        """Pop cancelled entries and re-push re-armed ones until the top entry is exact, none is left, or the
+        top entry is later than `until` (every entry is at or before its timer's deadline)."""
         heap = self._heap
         timers = self._timers
         while heap:
-            _, seq, key = heap[0]
+            deadline, seq, key = heap[0]
+            if until is not None and deadline > until:
+                return
             t = timers.get(key)
             if t is None or t[_HEAP_SEQ] != seq:
                 heapq.heappop(heap)  # cancelled, or replaced by an earlier entry

@@ -115,3 +115,66 @@ def test_rearm_moves_an_armed_timer_either_way_with_its_callback_and_arms_nothin
     assert p.rearm("k", 40) and p.fire_due(39) == 0
     assert p.rearm("k", 20) and p.fire_due(20) == 1
     assert fired == ["k"] and len(p) == 0
+
+
+def test_next_deadline_is_exact_up_to_exact_until_and_never_late_past_it():
+    p = Purgatory()
+    p.schedule("a", 100, lambda: None)
+    p.schedule("b", 150, lambda: None)
+    p.rearm("a", 400)  # "a"'s heap entry still says 100
+    assert p.next_deadline(exact_until=50) == 100  # past 50: a lower bound, early but never late
+    assert p.next_deadline(exact_until=120) == 150  # "a" was put in order, "b" is exact
+    assert p.next_deadline() == 150
+    assert p.fire_due(399) == 1 and p.next_deadline() == 400
+
+
+class _CountingHeapq:
+    """heapq for the purgatory, counting the entries it pushes (a push or a replace each)."""
+
+    def __init__(self):
+        import heapq
+
+        self.heapq, self.moves = heapq, 0
+
+    def heappush(self, heap, item):
+        self.moves += 1
+        self.heapq.heappush(heap, item)
+
+    def heapreplace(self, heap, item):
+        self.moves += 1
+        return self.heapq.heapreplace(heap, item)
+
+    def heappop(self, heap):
+        return self.heapq.heappop(heap)
+
+
+def test_a_heartbeat_moves_its_session_timer_in_the_heap_once_per_session_not_once_per_heartbeat(monkeypatch):
+    """The partition's loop asks for the next deadline after every batch, exact only near now; 1,000 members
+    heartbeat every second with a 3 s session for 30 s. Ordering every re-armed timer on each ask moved each
+    timer once per heartbeat (30,000 moves); and still no member expires early or late."""
+    from groupcoord.protocol.shard import purgatory
+
+    counting = _CountingHeapq()
+    monkeypatch.setattr(purgatory, "heapq", counting)
+    p = Purgatory()
+    expired: list[tuple[str, int]] = []
+    now = 0
+    members = [f"m{i}" for i in range(1000)]
+    silent_from = {"m7": 10_000}  # stops heartbeating at 10 s: due at its last heartbeat + 3 s
+    last: dict[str, int] = {}
+    for m in members:
+        p.schedule(m, 3000, lambda m=m: expired.append((m, now)))
+    heartbeats = 0
+    while now < 30_000:
+        now += 20
+        for i, m in enumerate(members):
+            phase = i % 50 * 20  # each member's heartbeat falls in one of the 20 ms ticks of its second
+            if now % 1000 == phase and now < silent_from.get(m, 1 << 62):
+                p.rearm(m, now + 3000)
+                last[m] = now
+                heartbeats += 1
+        p.next_deadline(exact_until=now + 100)
+        p.fire_due(now)
+    assert expired == [("m7", last["m7"] + 3000)]
+    # once per (session - interval) = 2 s, a heap entry moves to its timer's deadline: half as often as heartbeats
+    assert heartbeats > 29_000 and counting.moves < 0.55 * heartbeats, (counting.moves, heartbeats)
