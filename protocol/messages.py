@@ -403,28 +403,45 @@ def described_rows_in_order(answers: Iterable[list[DescribedRow]], group_ids: It
 
 def describe_response_from_rows(flat: list[DescribedRow], throttle_time_ms: int = 0) -> DescribeGroupsResponse:
     """Rebuild a DescribeGroupsResponse pickled by its `__reduce__`."""
-    new = object.__new__
     errors = {e.value: e for e in Errors}
-    groups: list[DescribedGroup] = []
-    for error, group_id, group_state, protocol_type, protocol_data, member_rows in flat:
-        members: list[DescribedMember] = []
-        for row in member_rows:
-            m = new(DescribedMember)  # as in list_response_from_rows: no frozen __init__ per object
-            m.__dict__.update(zip(_MEMBER_FIELDS, row, strict=True))
-            members.append(m)
-        g = new(DescribedGroup)
-        d = g.__dict__
-        d["error"] = errors[error]
-        d["group_id"] = group_id
-        d["group_state"] = group_state
-        d["protocol_type"] = protocol_type
-        d["protocol_data"] = protocol_data
-        d["members"] = members
-        groups.append(g)
+    groups = [described_group(errors[error], group_id, group_state, protocol_type, protocol_data,
+                              [described_member(*row) for row in member_rows])
+              for error, group_id, group_state, protocol_type, protocol_data, member_rows in flat]
     return DescribeGroupsResponse(groups, throttle_time_ms)
 
 
-_MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment")
+# Describing 100,000 groups builds a DescribedGroup and DescribedMembers for each: these two skip the frozen
+# dataclass's __init__ (a checked setattr per field, a third of the shard's cost of a description) and fill the
+# instance's dict directly, as list_response_from_rows does. They take the fields in order, unchecked.
+
+
+def described_member(member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+                     member_metadata: bytes, member_assignment: bytes) -> DescribedMember:
+    """A DescribedMember, built as fast as Python builds an object (see above)."""
+    m = object.__new__(DescribedMember)
+    d = m.__dict__
+    d["member_id"] = member_id
+    d["group_instance_id"] = group_instance_id
+    d["client_id"] = client_id
+    d["client_host"] = client_host
+    d["member_metadata"] = member_metadata
+    d["member_assignment"] = member_assignment
+    return m
+
+
+def described_group(error: Errors, group_id: str, group_state: str, protocol_type: str, protocol_data: str,
+                    members: list[DescribedMember]) -> DescribedGroup:
+    """A DescribedGroup, built as fast as Python builds an object (see above)."""
+    g = object.__new__(DescribedGroup)
+    d = g.__dict__
+    d["error"] = error
+    d["group_id"] = group_id
+    d["group_state"] = group_state
+    d["protocol_type"] = protocol_type
+    d["protocol_data"] = protocol_data
+    d["members"] = members
+    return g
+
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from ..errors import Errors
 from ..messages import (
     DescribedGroup,
-    DescribedMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListedGroup,
     ListGroupsRequest,
     ListGroupsResponse,
+    described_group,
+    described_member,
 )
 from ..shard.deferred import Deferred
 from .store import DEAD, STABLE, GroupStore
@@ -41,25 +42,13 @@ class GroupListingHandler(GroupStore):
         """One group's description (Stable: with member metadata; otherwise assignments only)."""
         group = self.groups.get(group_id)
         if group is None:
-            return DescribedGroup(Errors.NONE, group_id, DEAD.value, "", "", [])
+            return described_group(Errors.NONE, group_id, DEAD.value, "", "", [])
         stable = group.in_state(STABLE)
         protocol = group.protocol_name or ""
         members = [
-            DescribedMember(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(protocol) if stable else b"",
-                m.assignment,
-            )
+            described_member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                             m.metadata(protocol) if stable else b"", m.assignment)
             for m in group.members.values()
         ]
-        return DescribedGroup(
-            Errors.NONE,
-            group_id,
-            group.state.value,
-            group.protocol_type or "",
-            protocol if stable else "",
-            members,
-        )
+        return described_group(Errors.NONE, group_id, group.state.value, group.protocol_type or "",
+                               protocol if stable else "", members)
