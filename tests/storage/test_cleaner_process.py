@@ -159,3 +159,10 @@ def test_the_child_dies_with_its_partition_process_even_when_stopped(tmp_path):
         if _running(child):
             os.kill(child, signal.SIGKILL)
         parent.stdout.close()
+
+
+def test_the_cleaner_is_chosen_by_name_and_a_wrong_name_says_which_exist(tmp_path):
+    assert PartitionLog(tmp_path / "a", sync="never").cleaner == "process"  # real files
+    assert PartitionLog(tmp_path / "b", sync="never", cleaner="thread").cleaner == "thread"
+    with pytest.raises(ValueError, match="'process', 'thread'"):
+        PartitionLog(tmp_path / "c", sync="never", cleaner="fork")
