@@ -162,7 +162,9 @@ def test_the_child_dies_with_its_partition_process_even_when_stopped(tmp_path):
 
 
 def test_the_cleaner_is_chosen_by_name_and_a_wrong_name_says_which_exist(tmp_path):
-    assert PartitionLog(tmp_path / "a", sync="never").cleaner == "process"  # real files
-    assert PartitionLog(tmp_path / "b", sync="never", cleaner="thread").cleaner == "thread"
+    with PartitionLog(tmp_path / "a", sync="never") as real_files:
+        assert real_files.cleaner == "process"
+    with PartitionLog(tmp_path / "b", sync="never", cleaner="thread") as chosen:
+        assert chosen.cleaner == "thread"
     with pytest.raises(ValueError, match="'process', 'thread'"):
         PartitionLog(tmp_path / "c", sync="never", cleaner="fork")
