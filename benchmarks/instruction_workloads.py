@@ -39,6 +39,7 @@ Workload = Callable[[], object]
 
 COMMITS, COMMIT_PARTITIONS = 200, 10
 HEARTBEAT_MEMBERS, HEARTBEAT_ROUNDS = 1000, 2
+HEARTBEAT_BATCH, HEARTBEAT_TICK_MS = 50, 20  # the partition actor's batches of heartbeats, and how often they come
 REBALANCE_MEMBERS = 1000
 REPLAY_RECORDS = 20_000
 _CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=50)
@@ -99,16 +100,21 @@ def commit_apply(data: Path) -> Workload:
 
 
 def heartbeat(data: Path) -> Workload:
-    """Heartbeats of 1,000 members of 100 Stable groups, twice each."""
+    """Heartbeats of 1,000 members of 100 Stable groups, twice each, in batches of 50 every 20 ms; after each
+    batch the next deadline, as the partition actor asks for it (exact only within 100 ms)."""
     coord, clock = _shard()
     members = [(f"hb-{g}", m, gen) for g in range(HEARTBEAT_MEMBERS // 10)
                for m, gen in _form(coord, clock, f"hb-{g}", 10)]
     reqs = [HeartbeatRequest(g, gen, m) for g, m, gen in members]
+    batches = [reqs[lo : lo + HEARTBEAT_BATCH] for lo in range(0, len(reqs), HEARTBEAT_BATCH)]
 
     def run() -> object:
         for _ in range(HEARTBEAT_ROUNDS):
-            for r in reqs:
-                coord.heartbeat(r)
+            for batch in batches:
+                for r in batch:
+                    coord.heartbeat(r)
+                clock.advance(HEARTBEAT_TICK_MS)
+                coord.next_deadline(clock.monotonic_ms() + 100)
         return coord
 
     return run
