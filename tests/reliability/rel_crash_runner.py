@@ -28,11 +28,21 @@ class CrashFigures:
     acked: int = 0
     ends: list[int] = field(default_factory=list)
     records_checked: int = 0
+    kills_while_cleaning: int = 0  # writers the parent killed while their cleaner process ran
 
 
-def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: float) -> tuple[int, bool, int]:
-    """Run one writer until `run_s` passed (or it killed itself); SIGKILL it; return (highest acked,
-    self-killed, compactions completed)."""
+@dataclass(frozen=True)
+class WriterRun:
+    """How one writer ended."""
+
+    acked: int  # the highest offset it acknowledged as durable
+    self_killed: bool  # it killed itself inside an fsync or a compaction step
+    compactions: int  # compactions that completed and rewrote something
+    while_cleaning: bool  # the parent killed it while its cleaner process ran
+
+
+def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: float) -> WriterRun:
+    """Run one writer until `run_s` passed (or it killed itself); SIGKILL it; say how it ended."""
     proc = subprocess.Popen(
         [sys.executable, str(WRITER), str(directory), mode, str(seed), str(kill_p)],
         stdout=subprocess.PIPE,
@@ -46,6 +56,7 @@ def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: floa
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     self_killed = proc.poll() is not None
+    while_cleaning = not self_killed and bool(_cleaner_processes(proc.pid))
     proc.kill()
     out, err = proc.communicate()
     out = opened + out
@@ -53,7 +64,7 @@ def run_writer(directory: Path, mode: str, seed: int, run_s: float, kill_p: floa
     _no_cleaner_outlives(proc.pid)
     lines = out.splitlines()
     acked = [int(line) for line in lines if line.isdigit()]
-    return max(acked, default=0), self_killed, lines.count("compacted")
+    return WriterRun(max(acked, default=0), self_killed, lines.count("compacted"), while_cleaning)
 
 
 def _cleaner_processes(parent_pid: int) -> list[int]:
@@ -82,22 +93,26 @@ def _no_cleaner_outlives(parent_pid: int) -> None:
 def crash_run(
     directory: Path, mode: str, rounds: int, seed: int, max_run_s: float = 0.4, kill_p: float = 0.003,
     min_self_kills: int = 0, min_compactions: int = 0, max_rounds: int | None = None,
+    min_kills_while_cleaning: int = 0,
 ) -> CrashFigures:
     """Kill `rounds` writers in a row on one log directory, verifying after each kill; then more (up to
-    `max_rounds`) until at least `min_self_kills` writers killed themselves and `min_compactions` completed."""
+    `max_rounds`) until at least `min_self_kills` writers killed themselves, `min_compactions` completed and
+    `min_kills_while_cleaning` writers were killed while their cleaner process ran."""
     rng = random.Random(seed)
     figures = CrashFigures()
     i = 0
     while i < rounds or (
-        (figures.self_kills < min_self_kills or figures.compactions < min_compactions)
+        (figures.self_kills < min_self_kills or figures.compactions < min_compactions
+         or figures.kills_while_cleaning < min_kills_while_cleaning)
         and i < (max_rounds or rounds)
     ):
-        acked, self_killed, compactions = run_writer(directory, mode, rng.randrange(2**31),
-                                                     rng.uniform(0.05, max_run_s), kill_p)
+        run = run_writer(directory, mode, rng.randrange(2**31), rng.uniform(0.05, max_run_s), kill_p)
+        acked = run.acked
         end, count = verify(directory, mode, acked)
         figures.kills += 1
-        figures.self_kills += self_killed
-        figures.compactions += compactions
+        figures.self_kills += run.self_killed
+        figures.compactions += run.compactions
+        figures.kills_while_cleaning += run.while_cleaning
         figures.acked = max(figures.acked, acked)
         figures.ends.append(end)
         figures.records_checked += count

@@ -7,9 +7,12 @@ it was acknowledged. MODE "append" only appends; MODE "compact" also compacts th
 segments in a background thread, over and over, printing "compacted" after each compaction that
 rewrote something (a failing compaction ends the process with status 3), with the cleaner in that
 thread; MODE "compact-child" does the same with the cleaner in its child process
-(storage.cleaner_process), which the kernel kills with the writer. With probability KILL_P per fsync (and per
-compaction step) the process SIGKILLs itself right there, so that kills also land between a
-write and its fsync and inside the compaction swap protocol; the parent kills it too.
+(storage.cleaner_process), which the kernel kills with the writer. With probability KILL_P per
+fsync (and per compaction step) the process SIGKILLs itself right there, so that kills also land
+between a write and its fsync and inside the compaction swap protocol; the parent kills it too.
+A cleaner process takes a Python start to begin, so in "compact-child" an fsync kills ten times
+less often and the writer pauses after each flush: it has to live long enough, and its log stay
+small enough, for compactions to finish, and for the parent's kills to land while one runs.
 `verify` is the parent's check of a recovered log against these records.
 """
 
@@ -28,6 +31,9 @@ from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Reco
 
 SEGMENT_BYTES = {"append": 64 * 1024, "compact": 16 * 1024}
 CLEANERS = {"append": "thread", "compact": "thread", "compact-child": "process"}
+# With the cleaner in a process the appends no longer wait for it, and outran it: a pause after each
+# flush keeps the log small enough for compactions to finish within a run.
+APPEND_PAUSE_S = 0.005
 COMPACT_KEYS = 24
 
 
@@ -97,15 +103,16 @@ def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
     from groupcoord.storage import FileOps, PartitionLog
 
     rng = random.Random(seed)
+    fsync_kill_p = kill_p / 10 if CLEANERS[mode] == "process" else kill_p
 
     class DyingFiles(FileOps):
         """The real file system, where the process may die just before or just after any fsync."""
 
         def fsync(self, fd: int) -> None:
-            if rng.random() < kill_p:
+            if rng.random() < fsync_kill_p:
                 _suicide()
             super().fsync(fd)
-            if rng.random() < kill_p:
+            if rng.random() < fsync_kill_p:
                 _suicide()
 
     def on_step(step: str) -> None:
@@ -136,6 +143,8 @@ def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
         plog.append([record_at(o, mode) for o in range(start, start + n)])
         durable = plog.flush()
         print(durable, flush=True)
+        if CLEANERS[mode] == "process":
+            time.sleep(APPEND_PAUSE_S)
 
 
 if __name__ == "__main__":
