@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     deadline = time.monotonic() + args.minutes * 60
-    keys = ("runs", "kills", "self_kills", "acked", "records_verified")
+    keys = ("runs", "kills", "self_kills", "kills_while_cleaning", "acked", "records_verified")
     modes = ("append", "compact", "compact-child")
     totals = {m: dict.fromkeys(keys, 0) for m in modes}
     i = 0
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         t["runs"] += 1
         t["kills"] += figures.kills
         t["self_kills"] += figures.self_kills
+        t["kills_while_cleaning"] += figures.kills_while_cleaning
         t["acked"] += figures.acked
         t["records_verified"] += figures.records_checked
         i += 1

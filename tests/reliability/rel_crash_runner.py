@@ -107,13 +107,12 @@ def crash_run(
         and i < (max_rounds or rounds)
     ):
         run = run_writer(directory, mode, rng.randrange(2**31), rng.uniform(0.05, max_run_s), kill_p)
-        acked = run.acked
-        end, count = verify(directory, mode, acked)
+        end, count = verify(directory, mode, run.acked)
         figures.kills += 1
         figures.self_kills += run.self_killed
         figures.compactions += run.compactions
         figures.kills_while_cleaning += run.while_cleaning
-        figures.acked = max(figures.acked, acked)
+        figures.acked = max(figures.acked, run.acked)
         figures.ends.append(end)
         figures.records_checked += count
         assert i == 0 or end >= figures.ends[-2], f"the log end went back from {figures.ends[-2]} to {end}"
