@@ -121,7 +121,6 @@ PROTOCOL = tuple_of(is_str, is_bytes)
 MEMBER_IDENTITY = fields(MemberIdentity, member_id=is_str, group_instance_id=is_opt_str, reason=is_opt_str)
 
 
-
 def _offsets(v: Any) -> bool:
     """OffsetCommit's offsets: a mapping of TopicPartition to OffsetAndMetadata. Exact types with ASCII strings
     (the usual commit) are checked inline, without a call per field; anything else by the generic checks,

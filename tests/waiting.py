@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import select
 import time
 from typing import Any, Callable
 
@@ -31,3 +33,17 @@ def wait_for(
             last = e
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last!r}) {details()}")
+
+
+def wait_for_exit(pid: int, timeout_s: float) -> bool:
+    """Whether process `pid` (not necessarily our child) has ended within `timeout_s`: woken by the kernel through
+    a pidfd (Linux), not by polling."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout_s)
+        return bool(readable)
+    finally:
+        os.close(fd)

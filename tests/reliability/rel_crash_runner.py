@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rel_log_writer import verify
+from waiting import wait_for_exit
 
 WRITER = Path(__file__).with_name("rel_log_writer.py")
 
@@ -84,9 +85,7 @@ def _cleaner_processes(parent_pid: int) -> list[int]:
 
 def _no_cleaner_outlives(parent_pid: int) -> None:
     """A killed writer's cleaner process dies with it (the kernel's parent-death signal), within seconds."""
-    deadline = time.monotonic() + 10
-    while (left := _cleaner_processes(parent_pid)) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    left = [pid for pid in _cleaner_processes(parent_pid) if not wait_for_exit(pid, 10)]
     assert not left, f"cleaner processes {left} outlived their writer {parent_pid}"
 
 

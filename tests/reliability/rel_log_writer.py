@@ -11,8 +11,9 @@ thread; MODE "compact-child" does the same with the cleaner in its child process
 fsync (and per compaction step) the process SIGKILLs itself right there, so that kills also land
 between a write and its fsync and inside the compaction swap protocol; the parent kills it too.
 A cleaner process takes a Python start to begin, so in "compact-child" an fsync kills ten times
-less often and the writer pauses after each flush: it has to live long enough, and its log stay
-small enough, for compactions to finish, and for the parent's kills to land while one runs.
+less often and the writer waits for the cleaner once it is MAX_UNCOMPACTED records ahead: it has to
+live long enough, and its log stay small enough, for compactions to finish, and for the parent's kills
+to land while one runs.
 `verify` is the parent's check of a recovered log against these records.
 """
 
@@ -31,9 +32,10 @@ from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Reco
 
 SEGMENT_BYTES = {"append": 64 * 1024, "compact": 16 * 1024}
 CLEANERS = {"append": "thread", "compact": "thread", "compact-child": "process"}
-# With the cleaner in a process the appends no longer wait for it, and outran it: a pause after each
-# flush keeps the log small enough for compactions to finish within a run.
-APPEND_PAUSE_S = 0.005
+# With the cleaner in a process the appends no longer wait for it, and outran it: in that mode, once this
+# many records were appended since the last finished compaction began, the writer waits for the next one to
+# finish, so that the log stays small enough for compactions to finish within a run.
+MAX_UNCOMPACTED = 5000
 COMPACT_KEYS = 24
 
 
@@ -124,13 +126,19 @@ def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
         files=DyingFiles(), cleaner=CLEANERS[mode],
     )
     print(f"open {plog.end_offset}", flush=True)
+    compacted = threading.Condition()
+    compaction_began = [plog.end_offset]  # the log's end when the last finished compaction began
     if mode != "append":
 
         def compact_forever() -> None:
             try:
                 while True:
+                    began = plog.end_offset
                     if plog.compact(on_step=on_step).groups_rewritten:
                         print("compacted", flush=True)
+                    with compacted:
+                        compaction_began[0] = began
+                        compacted.notify_all()
                     time.sleep(0.002)
             except BaseException:  # a dead compaction thread must end the run, not turn it into an append-only one
                 traceback.print_exc()
@@ -144,7 +152,8 @@ def main(directory: str, mode: str, seed: int, kill_p: float) -> None:
         durable = plog.flush()
         print(durable, flush=True)
         if CLEANERS[mode] == "process":
-            time.sleep(APPEND_PAUSE_S)
+            with compacted:
+                compacted.wait_for(lambda: plog.end_offset - compaction_began[0] <= MAX_UNCOMPACTED)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,15 @@ at a lower priority, and a child that fails or dies fails only that compaction."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from storage_helpers import ManualMs, copy_dir, files_in, random_batches, state_of
+from waiting import wait_for_exit
 
 from groupcoord.storage import CompactionError, PartitionLog
 from groupcoord.storage import cleaner_process as cp
@@ -131,14 +132,6 @@ PartitionLog(sys.argv[1], segment_bytes=400, sync="never").compact()
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except FileNotFoundError:
-        return False
-
-
 def test_the_child_dies_with_its_partition_process_even_when_stopped(tmp_path):
     """An orphaned cleaner could still write `.cleaned` files after a new writer recovered the directory;
     the kernel kills it with its parent. Stopped, it would never read the EOF that ends it otherwise."""
@@ -151,12 +144,9 @@ def test_the_child_dies_with_its_partition_process_even_when_stopped(tmp_path):
         os.kill(child, signal.SIGSTOP)
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 10
-        while _running(child) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not _running(child), "the cleaner process outlived its partition process"
+        assert wait_for_exit(child, 10), "the cleaner process outlived its partition process"
     finally:
-        if _running(child):
+        with contextlib.suppress(ProcessLookupError):  # an orphan left by a failed check
             os.kill(child, signal.SIGKILL)
         parent.stdout.close()
 
