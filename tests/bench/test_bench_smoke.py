@@ -152,7 +152,8 @@ def test_memory(drivers, tmp_path):
         m = r[where]
         assert m["groups"] == s["groups"] and m["offsets"] == s["groups"] * s["offsets"]
         assert m["members"] == (s["members"] // s["group_size"]) * s["group_size"]
-        assert set(m["readings"]) == {"start", "groups", "offsets", "members", "heartbeats"}
+        assert set(m["readings"]) == {"start", "groups_half", "groups", "offsets_half", "offsets", "members_half",
+                                      "members", "heartbeats_half", "heartbeats"}
     assert r["shard"]["per_offset"] > 0 and r["shard"]["per_member"] > 0
 
 
