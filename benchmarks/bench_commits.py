@@ -11,7 +11,9 @@ client's requests share a connection). A "commit" is one partition's offset made
 Baselines in the same run, paired trial by trial: the same clients against the pure shard
 in-process (the PartitionActor class without Ray, over the same PartitionLog and fsync policy,
 hosted in a driver process so that it runs at the same lowered priority as Ray's workers), and
-the raw log's durable append rate (one thread appends batches, another flushes+fsyncs).
+the raw log's durable append rate (one thread appends batches, another flushes+fsyncs), and
+for the most clients with the biggest commits Ray's floor: the same clients against as many echo
+actors that answer each commit at once (ray_floor), no coordinator behind them.
 Every trial ends by fetching each client's offsets: they must equal its last acknowledged commit.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 
 import ray
 
-from benchmarks import clients, common
+from benchmarks import clients, common, ray_floor
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
 from groupcoord.storage import PartitionLog
 
@@ -116,6 +118,19 @@ def actor_trial(svc: Any, drivers: list[Any], members: list[clients.MemberRef], 
     return result
 
 
+def floor_trial(floor: list[Any], drivers: list[Any], members: list[clients.MemberRef], per_commit: int,
+                duration: float, coalesce: bool = False) -> dict:
+    """The same clients against Ray's floor: echo actors that answer each commit at once (ray_floor)."""
+    callers = [common.ActorCaller(h) for h in floor]
+    start_at = time.time() + 0.5
+    shares = common.split(members, len(drivers))
+    refs = [d.run.remote(clients.commit_loop, callers, share, per_commit, start_at, start_at + duration,
+                         coalesce=coalesce) for d, share in zip(drivers, shares, strict=True) if share]
+    result = _cell_result(ray.get(refs), per_commit, duration)
+    result.pop("latencies", None)
+    return result
+
+
 async def local_trial(state: dict, members: list[clients.MemberRef], per_commit: int, duration: float) -> dict:
     """Run the same clients in a driver's event loop against the in-process shard it hosts."""
     callers = state["callers"]
@@ -198,6 +213,7 @@ def run(args: argparse.Namespace) -> dict:
                 if not mine:
                     continue
                 common.step(f"{p} partition actor(s): forming {most} client groups")
+                floor = ray_floor.start(ray_floor.EchoPartition, p)
                 with common.service(p, base / f"svc-{p}", config) as svc:
                     callers = [common.ActorCaller(h) for h in svc.partitions]
                     names = common.spread_groups("commit-client", most, p)
@@ -207,7 +223,10 @@ def run(args: argparse.Namespace) -> dict:
                         how = ", coalesced" if co else ""
                         common.step(f"  [{n}/{len(mine)}] {p} partitions, {c} clients, {k} per commit{how}")
                         local = local_members[:c] if p == 1 else None
-                        out["cells"].append(_measure(svc, drivers, host, members[:c], local, p, c, k, co, sizes))
+                        echo = floor if c == most and k == max(sizes["per_commit"]) else None
+                        out["cells"].append(_measure(svc, drivers, host, members[:c], local, p, c, k, co, sizes,
+                                                     echo))
+                ray_floor.stop(floor)
             ray.get(host.run_local.remote(clients.local_close))
         finally:
             common.stop_drivers([host, *drivers])
@@ -215,15 +234,19 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _measure(svc: Any, drivers: list[Any], host: Any, members: list, local_members: list | None,
-             p: int, c: int, k: int, coalesce: bool, sizes: dict) -> dict:
-    actor_runs, local_runs = [], []
+             p: int, c: int, k: int, coalesce: bool, sizes: dict, floor: list[Any] | None = None) -> dict:
+    actor_runs, local_runs, floor_runs = [], [], []
     for _ in range(sizes["trials"]):
         actor_runs.append(actor_trial(svc, drivers, members, k, sizes["duration"], coalesce))
         if local_members is not None:
             local_runs.append(ray.get(host.run_local.remote(local_trial, local_members, k, sizes["duration"])))
+        if floor is not None:
+            floor_runs.append(floor_trial(floor, drivers, members, k, sizes["duration"], coalesce))
     cell = {"partitions": p, "clients": c, "per_commit": k, "coalesced": coalesce,
             "actor": _summary(actor_runs), "local": _summary(local_runs) if local_runs else None,
-            "actor_trials": actor_runs, "local_trials": local_runs}
+            "floor": {"commits_per_s": common.summarize([r["commits_per_s"] for r in floor_runs])}
+            if floor_runs else None,
+            "actor_trials": actor_runs, "local_trials": local_runs, "floor_trials": floor_runs}
     if local_runs:
         ratios = [a["commits_per_s"] / b["commits_per_s"] for a, b in zip(actor_runs, local_runs, strict=True)
                   if b["commits_per_s"]]
@@ -260,11 +283,12 @@ def report(results: dict) -> None:
             f"{common.fmt_ratio(c['ratio']['median'])} ({common.fmt_ratio(c['ratio']['min'])}-"
             f"{common.fmt_ratio(c['ratio']['max'])})" if "ratio" in c else "-",
             f"{a['errors']}/{a['wrong_after_fetch']}",
+            *_floor_cells(c),
         ])
     common.print_table(
         f"durable offset commits (fsync always), {s['duration']}s x {s['trials']} trials; median (min-max)",
         ["partitions/clients/size", "actor commits/s", "req/s", "p50/p99 ms", "in-process commits/s",
-         "p50/p99 ms", "actor/in-proc", "err/wrong"],
+         "p50/p99 ms", "actor/in-proc", "err/wrong", "Ray floor (echo) commits/s", "actor/floor"],
         rows,
     )
     common.print_table(
@@ -274,6 +298,15 @@ def report(results: dict) -> None:
     )
     print()
     _print_targets(results)
+
+
+def _floor_cells(c: dict) -> list[str]:
+    floor = c.get("floor")
+    if not floor:
+        return ["-", "-"]
+    f = floor["commits_per_s"]["median"]
+    return [common.fmt_rate(floor["commits_per_s"]),
+            common.fmt_ratio(c["actor"]["commits_per_s"]["median"] / f) if f else "-"]
 
 
 def _print_targets(results: dict) -> None:
@@ -304,9 +337,13 @@ def _print_targets(results: dict) -> None:
         if len(counts) > 1:
             cores = results.get("machine", {}).get("cores", "?")
             never_less = all(by_p[n] >= by_p[m] for i, n in enumerate(counts) for m in counts[:i])
+            floor = {c["partitions"]: c["floor"]["commits_per_s"]["median"] for c in cells
+                     if c["coalesced"] == coalesced and c["clients"] == most and c.get("floor")}
             common.print_target(
                 f"more partition actors than cores ({cores}) never commit less than fewer ({how})",
-                ", ".join(f"{n}: {by_p[n]:,.0f}" for n in counts) + " offsets/s", never_less)
+                ", ".join(f"{n}: {by_p[n]:,.0f}" for n in counts) + " offsets/s"
+                + ("; Ray's echo floor " + ", ".join(f"{n}: {floor[n]:,.0f}" for n in sorted(floor))
+                   if floor else ""), never_less)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -11,8 +11,11 @@ The leader runs the range assignor over everyone's subscription, as a Kafka lead
   from its last answered heartbeat until every other member has synced the new generation,
   which includes the session timeout and up to one heartbeat interval for members to notice.
 
-Baseline: the same member code against the pure shard in-process (the PartitionActor class
-without Ray, same log and fsync policy), hosted in one driver process.
+Baselines: the same member code against the pure shard in-process (the PartitionActor class
+without Ray, same log and fsync policy), hosted in one driver process; and Ray's floor for the
+per-call rejoin: the same members' calls to an actor that is nothing but the group's barriers
+(ray_floor.BarrierGroup: JoinGroups answered once all have joined, SyncGroups once the leader's
+has come), no coordinator behind it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 
 import ray
 
-from benchmarks import clients, common
+from benchmarks import clients, common, ray_floor
 from groupcoord.protocol import Errors
 from groupcoord.protocol.assignors import assign_metadata
 from groupcoord.protocol.messages import HeartbeatRequest, SyncGroupRequest
@@ -267,6 +270,9 @@ def run(args: argparse.Namespace) -> dict:
                             trials.append(summarize_rejoin(res))
                         row[f"rejoin_{mode}"] = _agg(trials, "rebalance_s")
                         common.step(f"  rejoin {mode}: {row[f'rejoin_{mode}']['median']:.3f} s (median)")
+                    row["rejoin_ray-floor"] = _agg([_floor_round(drivers, shares, size) for _ in range(sz["trials"])],
+                                                   "rebalance_s")
+                    common.step(f"  rejoin ray-floor: {row['rejoin_ray-floor']['median']:.3f} s (median)")
                     if sz["crash"]:
                         modes = ("per-call", "coalesced", "in-process")
                         n = max(1, sz["trials"] - 1)
@@ -286,6 +292,19 @@ def run(args: argparse.Namespace) -> dict:
     out["session_s"] = session_s
     out["interval_s"] = interval_s
     return out
+
+
+def _floor_round(drivers: list, shares: list, size: int) -> dict:
+    """One per-call rejoin of the same members against a barrier-only actor (ray_floor): Ray's floor."""
+    barrier = ray_floor.start(ray_floor.BarrierGroup)[0]
+    try:
+        ray.get(barrier.expect.remote(size))
+        start_at = time.time() + 0.5
+        refs = [d.run.remote(rejoin_round, [common.ActorCaller(barrier)], share, 1, start_at, False, size)
+                for d, share in zip(drivers, shares, strict=True) if share]
+        return summarize_rejoin([r for part in ray.get(refs) for r in part])
+    finally:
+        ray_floor.stop([barrier])
 
 
 async def _local_form(state: dict, groups: list, session_ms: int) -> list:
@@ -337,11 +356,13 @@ def _table_rows(results: dict, kind: str, parts: tuple[str, ...], ratio_digits: 
     rows = []
     for row in results["rows"]:
         base = row[f"{kind}_in-process"]["median"]
-        for mode in ("per-call", "coalesced", "in-process"):
-            r = row[f"{kind}_{mode}"]
+        for mode in ("per-call", "coalesced", "in-process", "ray-floor"):
+            r = row.get(f"{kind}_{mode}")
+            if r is None:
+                continue
             first = r["trials"][0] if r["trials"] else {}
             rows.append([
-                f"{row['size']:,} members, {mode}",
+                f"{row['size']:,} members, {'Ray floor, per-call' if mode == 'ray-floor' else mode}",
                 f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})",
                 *(f"{first.get(part, float('nan')):.3f}" for part in parts),
                 f"{r['median'] / base:.{ratio_digits}f}x" if base else "-",
@@ -367,10 +388,13 @@ def report(results: dict) -> None:
         )
     big = [row for row in results["rows"] if row["size"] >= 1000]
     for row in big:
+        floor = row.get("rejoin_ray-floor")
         for mode in ("per-call", "coalesced"):
             v = row[f"rejoin_{mode}"]["median"]
+            measured = f"{v:.2f} s" + (f"; Ray's floor for the same calls, per call: {floor['median']:.2f} s"
+                                       if floor and mode == "per-call" else "")
             common.print_target(f"{row['size']:,}-member rebalance <= {TARGET_S:g} s from last join to last sync "
-                                f"({mode})", f"{v:.2f} s", v <= TARGET_S)
+                                f"({mode})", measured, v <= TARGET_S)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -59,6 +59,8 @@ def test_commits(drivers, tmp_path):
             assert t["requests"] > 0 and t["commits"] == t["requests"] * cell["per_commit"]
         assert cell["local"] is not None and cell["local"]["wrong_after_fetch"] == 0  # one partition: paired
     assert any(c["coalesced"] for c in r["cells"])
+    floors = [c for c in r["cells"] if c["floor"]]  # Ray's echo floor beside the most clients' biggest commits
+    assert floors and all(t["requests"] > 0 and t["errors"] == 0 for c in floors for t in c["floor_trials"])
 
 
 def test_heartbeats(drivers, tmp_path):
@@ -128,6 +130,8 @@ def test_rebalance(drivers, tmp_path):
         for t in crash["trials"]:
             assert t["synced"] == t["survivors"] == row["size"] - 1
             assert t["new_generation_s"] > 0
+    floor = row["rejoin_ray-floor"]  # every member synced through the barrier-only actor
+    assert floor["errors"] == [] and floor["n"] == r["sizes"]["trials"] and floor["median"] > 0
 
 
 def test_recovery(drivers, tmp_path):
