@@ -11,9 +11,11 @@ shapes: each driver sends the heartbeats due in a tick in one `batch` actor call
 hosting many members would), or one actor call per heartbeat. The knee is the highest offered
 rate with no failure whose heartbeats were answered as fast as they were sent (>= 95% of those
 sent in the window answered in it). The pure shard's CPU cost per heartbeat is measured
-in-process for reference, and each step reads how much CPU the partition actor and the drivers
-used in its window (from /proc): on a small machine the drivers share the cores with the actor,
-and the actor's CPU per heartbeat says what it could serve on a core of its own.
+in-process for reference, Ray's floor at the batched knee (the same rate, batched the same way,
+to an echo actor that answers at once: ray_floor) in the same run, and each step reads how much
+CPU the partition actor and the drivers used in its window (from /proc): on a small machine the
+drivers share the cores with the actor, and the actor's CPU per heartbeat says what it could serve
+on a core of its own.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import ray
 
-from benchmarks import clients, common
+from benchmarks import clients, common, ray_floor
 from groupcoord.actors.client.member import max_throttled_wait_s
 from groupcoord.protocol import Errors
 from groupcoord.protocol.messages import (
@@ -394,6 +396,8 @@ def run(args: argparse.Namespace) -> dict:
                         common.step(f"  {step_line(step)}")
                         if not step["ok"] and not args.no_stop:
                             break
+                    if batched:
+                        out["floor"] = floor_step(drivers, out["steps"], sizes)
                     if batched and sizes["overload"] > 0:
                         out["overload"] = overload_step(svc, drivers, out["steps"], sizes)
         finally:
@@ -413,6 +417,31 @@ def run(args: argparse.Namespace) -> dict:
     out["false_expiries_up_to_knee"] = sum(s.get("false_expiries", 0) for s in _through_first_failure(out["steps"]))
     out["crashes"] = sum(1 for s in out["steps"] if s.get("crashed"))
     return out
+
+
+def floor_step(drivers: list, steps: list[dict], sizes: dict) -> dict:
+    """Ray's floor at the batched knee: its served rate, batched per tick by the same drivers, answered by an echo
+    actor (ray_floor.EchoPartition); the actor's CPU per heartbeat."""
+    knee = max((st["served_per_s"] for st in steps if st["mode"] == "batched" and st["ok"]), default=0.0)
+    rate = knee or min(sizes["rates"])
+    common.step(f"Ray's floor: {rate:,.0f} heartbeats/s, batched, to an echo actor")
+    echo = ray_floor.start(ray_floor.EchoPartition)[0]
+    try:
+        pid = ray.get(echo.pid.remote())
+        start_at = time.time() + 0.5
+        end_at = start_at + sizes["window_s"]
+        members = max(1, int(rate * sizes["interval_ms"] / 1000 / len(drivers)))
+        refs = [d.run.remote(ray_floor.heartbeat_load, echo, rate / len(drivers), members, start_at, end_at,
+                             sizes["tick_s"]) for d in drivers]
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu = common.read_cpu_seconds(pid)
+        parts = ray.get(refs)
+        cpu = common.read_cpu_seconds(pid) - cpu
+    finally:
+        ray_floor.stop([echo])
+    answered = sum(p["answered"] for p in parts)
+    return {"offered_per_s": rate, "answered_per_s": answered / sizes["window_s"],
+            "actor_us_per_heartbeat": 1e6 * cpu / answered if answered else None}
 
 
 def _through_first_failure(steps: list[dict]) -> list[dict]:
@@ -509,6 +538,11 @@ def report(results: dict) -> None:
               f"{st['drivers_cpu_per_s']:.2f} (of {results.get('machine', {}).get('cores', '?')} cores): "
               f"{st['actor_us_per_heartbeat']:.0f} us of actor CPU per heartbeat, "
               f"{1e6 / st['actor_us_per_heartbeat']:,.0f}/s on a core of its own")
+    floor = results.get("floor")
+    if floor and floor["actor_us_per_heartbeat"]:
+        print(f"Ray's floor at the knee: an echo actor answering {floor['offered_per_s']:,.0f} heartbeats/s, batched "
+              f"the same way, served {floor['answered_per_s']:,.0f}/s with {floor['actor_us_per_heartbeat']:.0f} us "
+              f"of CPU per heartbeat")
     ok = best >= TARGET_RATE and results["false_expiries_up_to_knee"] == 0
     common.print_target(f">= {TARGET_RATE:,} heartbeats/s per partition actor with zero false expiries",
                         f"{best:,.0f}/s answered with {results['false_expiries_up_to_knee']} false expiries up to "

@@ -11,12 +11,17 @@ their figure cannot be met by the coordinator's code, only by sending fewer call
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+import uuid
 from typing import Any
 
 import ray
 
 from groupcoord.protocol import Errors
 from groupcoord.protocol.messages import (
+    HeartbeatRequest,
+    HeartbeatResponse,
     JoinGroupMember,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -27,17 +32,52 @@ from groupcoord.protocol.messages import (
 )
 
 
+def _answer(api: str, req: Any) -> Any:
+    if api == "heartbeat":
+        return HeartbeatResponse(Errors.NONE)
+    return OffsetCommitResponse(dict.fromkeys(req.offsets, Errors.NONE))
+
+
 @ray.remote(num_cpus=0)
 class EchoPartition:
-    """Answers each OffsetCommit at once with NONE for every partition: a commit's two trips through Ray."""
+    """Answers each OffsetCommit and Heartbeat at once with NONE, built from the request alone: a request's
+    two trips through Ray and nothing else."""
 
     async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
-        """The response a partition gives a commit that succeeded, built from the request alone."""
-        return OffsetCommitResponse(dict.fromkeys(req.offsets, Errors.NONE))
+        """The response a partition gives a commit that succeeded."""
+        return _answer("commit_offsets", req)
 
     async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> list[Any]:
-        """Many commits in one call (what a client process's coalescer sends), answered in order."""
-        return [OffsetCommitResponse(dict.fromkeys(req.offsets, Errors.NONE)) for _, req in calls]
+        """Many requests in one call (what a client process's coalescer sends), answered in order."""
+        return [_answer(api, req) for api, req in calls]
+
+    async def pid(self) -> int:
+        """The actor's process id, to read its CPU time."""
+        return os.getpid()
+
+
+async def heartbeat_load(handle: Any, rate: float, members: int, start_at: float, end_at: float,
+                         tick_s: float) -> dict:
+    """Send `rate` heartbeats/s of `members` members to `handle` from `start_at` to `end_at`: every `tick_s`
+    the heartbeats due go in one `batch` call, one call in flight at a time (as a client's batcher sends)."""
+    reqs = [("heartbeat", HeartbeatRequest(f"floor-heartbeat-group-{i // 10:06d}", 1,
+                                           f"consumer-floor-{i:06d}-{uuid.UUID(int=i)}")) for i in range(members)]
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    sent = answered = 0
+    due = 0.0
+    last = time.time()
+    while time.time() < end_at:
+        now = time.time()
+        due += rate * (now - last)
+        last = now
+        count = int(due)
+        if count:
+            due -= count
+            batch = [reqs[(sent + i) % members] for i in range(count)]
+            sent += count
+            answered += sum(1 for r in await handle.batch.remote(batch) if r.error == Errors.NONE)
+        await asyncio.sleep(max(0.0, tick_s - (time.time() - now)))
+    return {"sent": sent, "answered": answered}
 
 
 @ray.remote(num_cpus=0)

@@ -67,6 +67,7 @@ def test_heartbeats(drivers, tmp_path):
     r = tiny(bench_heartbeats, tmp_path)
     assert {s["mode"] for s in r["steps"]} == {"batched", "per-call"}
     assert r["false_expiries"] == 0
+    assert r["floor"]["answered_per_s"] > 0 and r["floor"]["actor_us_per_heartbeat"] > 0  # Ray's echo floor
     for s in r["steps"]:
         assert s["failed_members"] == 0 and s["missing_members"] == 0 and s["unstable_groups"] == 0
         assert s["members"] == round(s["offered_per_s"] * r["sizes"]["interval_ms"] / 1000)
