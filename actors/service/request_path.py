@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -150,8 +151,9 @@ class RequestPath:
             self._first_feed = asyncio.get_running_loop().create_task(self.security_feed.turn())
             supervisor.start("security", self.security_feed.turn, CHECK_INTERVAL_S)
 
-    def start(self, api: str, req: Any) -> Any:
-        """Hand one request to the shard: an immediate response, or the shard's Deferred one."""
+    def start(self, api: str, req: Any, method: str | None = None) -> Any:
+        """Hand one request to the shard (its `method`, by default the one named as the API): an immediate
+        response, or the shard's Deferred one."""
         if self.serves is not None and not self.serves():
             return error_response(api, req, Errors.NOT_COORDINATOR)
         for group_id in _group_ids_of(api, req):
@@ -164,7 +166,7 @@ class RequestPath:
                 return error_response(api, req, Errors.NONE)  # Kafka answers heartbeats blindly
             return error_response(api, req, Errors.COORDINATOR_LOAD_IN_PROGRESS)
         try:
-            return getattr(coord, api)(req)
+            return getattr(coord, method or api)(req)
         except Exception:
             # The one place an exception becomes an answer: this request's, never its batch's neighbours'.
             self.telemetry.request_failed(api, req)
@@ -179,15 +181,16 @@ class RequestPath:
             owned = self._owned[group_id] = partition_for(group_id, self.num_partitions) == self.partition
         return owned
 
-    async def call(self, api: str, req: Any, credentials: Any = None) -> Any:
-        """One request of the remote API, authorized when the service authorizes; its answer once durable."""
+    async def call(self, api: str, req: Any, credentials: Any = None, method: str | None = None) -> Any:
+        """One request of the remote API, authorized when the service authorizes; its answer once durable.
+        `method` names the shard's handler when it is not the API's own (see start)."""
         if self.guard.enabled:
-            return await self.guard.call(api, req, credentials, self._handle)
-        return await self._handle(api, req)
+            return await self.guard.call(api, req, credentials, functools.partial(self._handle, method=method))
+        return await self._handle(api, req, method)
 
-    async def _handle(self, api: str, req: Any) -> Any:
+    async def _handle(self, api: str, req: Any, method: str | None = None) -> Any:
         started = time.perf_counter()
-        result = self.start(api, req)
+        result = self.start(api, req, method)
         response = await self._runtime().wait(result) if isinstance(result, Deferred) else result
         throttle_ms = self.throttle_ms()
         if throttle_ms and api in _THROTTLED_APIS:
@@ -349,8 +352,10 @@ class GroupApi:
     async def describe_groups_rows(self, req: DescribeGroupsRequest, credentials: Any = None) -> list[DescribedRow]:
         """DescribeGroups as flat rows: how the router gathers descriptions without building them (see
         admin_fanout)."""
-        resp = await self.describe_groups(req, credentials)
-        rows = described_rows(resp.groups)
+        resp = await self.requests.call(Api.DESCRIBE_GROUPS, req, credentials, method="describe_groups_rows")
+        if type(resp) is list:
+            return resp
+        rows = described_rows(resp.groups)  # refused as a whole, or with some groups denied
         if rows is None:
             raise TypeError(f"a DescribeGroups answer that is not a list of DescribedGroups: {resp!r:.200}")
         return rows

@@ -23,6 +23,7 @@ from ..messages import (
     OffsetDeleteResponse,
     OffsetFetchPartition,
     OffsetFetchResponse,
+    describe_response_from_rows,
 )
 from ..responses import error_response
 from .acl import CLUSTER_NAME, Authorizer
@@ -235,6 +236,8 @@ def _per_group(
 def _items_of(api: str, resp: Any) -> dict[str, Any]:
     if api == "delete_groups":
         return dict(resp.results)
+    if type(resp) is list:  # DescribeGroups answered as rows (a partition's answer to the router's fan-out)
+        resp = describe_response_from_rows(resp)
     return {g.group_id: g for g in resp.groups}
 
 

@@ -28,6 +28,7 @@ from groupcoord.protocol import OffsetAndMetadata as OM
 from groupcoord.protocol import TopicPartition as TP
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
+    DescribeGroupsRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     ListGroupsRequest,
@@ -194,6 +195,14 @@ def test_admin_operations_follow_kafkas_table(env):
     assert {"viewable", "hidden"} <= {g.group_id for g in env["admin"].list_groups()}
     with pytest.raises(GroupAuthorizationFailedError):
         admin_viewer.describe_groups(["hidden"])
+    # One partition answers for both: it describes the allowed group (as rows) and the guard adds the denied one.
+    hidden = next(f"hidden-{i}" for i in range(1000) if partition_for(f"hidden-{i}", PARTITIONS) ==
+                  partition_for("viewable", PARTITIONS))
+    commit(env, hidden, {TP("orders", 0): OM(1)}, ADMIN)
+    described = ray.get(env["svc"].router.describe_groups.remote(DescribeGroupsRequest(["viewable", hidden]),
+                                                                 credentials=cred))
+    assert [(g.group_id, g.error, g.group_state) for g in described.groups] == [
+        ("viewable", Errors.NONE, "Empty"), (hidden, Errors.GROUP_AUTHORIZATION_FAILED, "")]
     with pytest.raises(GroupAuthorizationFailedError):
         admin_viewer.delete_groups(["viewable"])  # DESCRIBE is not DELETE
     with pytest.raises(ClusterAuthorizationFailedError):
