@@ -6,13 +6,15 @@ from typing import Sequence
 
 from ..errors import Errors
 from ..messages import (
+    DescribedGroup,
     DescribedRow,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListedGroup,
     ListGroupsRequest,
     ListGroupsResponse,
-    describe_response_from_rows,
+    described_group,
+    described_member,
 )
 from ..shard.deferred import Deferred
 from .store import DEAD, STABLE, GroupStore
@@ -37,25 +39,29 @@ class GroupListingHandler(GroupStore):
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """Describe groups in request order; an unknown group is NONE with state "Dead"."""
-        return self.rt.respond(describe_response_from_rows(self.described_rows(req.group_ids)))
+        return self.rt.respond(DescribeGroupsResponse([self.describe(gid) for gid in req.group_ids]))
+
+    def describe(self, group_id: str) -> DescribedGroup:
+        """One group's description (Stable: with member metadata; otherwise assignments only)."""
+        _, _, state, protocol_type, protocol_data, members = self.described_row(group_id)
+        return described_group(Errors.NONE, group_id, state, protocol_type, protocol_data,
+                               [described_member(*m) for m in members])
 
     def described_rows(self, group_ids: Sequence[str]) -> list[DescribedRow]:
-        """The descriptions of `group_ids` as the flat rows they cross Ray in, built straight from the groups
-        (Stable: with each member's metadata of the chosen protocol; otherwise assignments only)."""
-        groups = self.groups
-        rows: list[DescribedRow] = []
-        for group_id in group_ids:
-            group = groups.get(group_id)
-            if group is None:
-                rows.append((0, group_id, DEAD.value, "", "", []))
-                continue
-            stable = group.state is STABLE
-            protocol = group.protocol_name or ""
-            members = [
-                (m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                 m.metadata(protocol) if stable else b"", m.assignment)
-                for m in group.members.values()
-            ]
-            rows.append((0, group_id, group.state.value, group.protocol_type or "", protocol if stable else "",
-                         members))
-        return rows
+        """The descriptions of `group_ids` as the flat rows they cross Ray in, built without the objects."""
+        return [self.described_row(group_id) for group_id in group_ids]
+
+    def described_row(self, group_id: str) -> DescribedRow:
+        """One group's description as a flat row: (error code, group id, state, protocol type, protocol, members),
+        each member (id, instance id, client id, host, metadata of the chosen protocol when Stable, assignment)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return (0, group_id, DEAD.value, "", "", [])
+        stable = group.state is STABLE
+        protocol = group.protocol_name or ""
+        members = [
+            (m.member_id, m.group_instance_id, m.client_id, m.client_host,
+             m.metadata(protocol) if stable else b"", m.assignment)
+            for m in group.members.values()
+        ]
+        return (0, group_id, group.state.value, group.protocol_type or "", protocol if stable else "", members)
