@@ -539,14 +539,15 @@ def report(results: dict) -> None:
               f"{st['actor_us_per_heartbeat']:.0f} us of actor CPU per heartbeat, "
               f"{1e6 / st['actor_us_per_heartbeat']:,.0f}/s on a core of its own")
     floor = results.get("floor")
+    floor_text = ""
     if floor and floor["actor_us_per_heartbeat"]:
-        print(f"Ray's floor at the knee: an echo actor answering {floor['offered_per_s']:,.0f} heartbeats/s, batched "
-              f"the same way, served {floor['answered_per_s']:,.0f}/s with {floor['actor_us_per_heartbeat']:.0f} us "
-              f"of CPU per heartbeat")
+        floor_text = (f"; Ray's floor at the knee (an echo actor answering {floor['offered_per_s']:,.0f}/s, batched "
+                      f"the same way): {floor['actor_us_per_heartbeat']:.0f} us of CPU per heartbeat"
+                      + (f", the partition actor {at_knee[0]['actor_us_per_heartbeat']:.0f} us" if at_knee else ""))
     ok = best >= TARGET_RATE and results["false_expiries_up_to_knee"] == 0
     common.print_target(f">= {TARGET_RATE:,} heartbeats/s per partition actor with zero false expiries",
                         f"{best:,.0f}/s answered with {results['false_expiries_up_to_knee']} false expiries up to "
-                        f"the first failing step ({results['false_expiries']} in all steps)", ok)
+                        f"the first failing step ({results['false_expiries']} in all steps){floor_text}", ok)
     ov = results.get("overload")
     if ov is None:
         return
