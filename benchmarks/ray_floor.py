@@ -90,7 +90,7 @@ class BarrierGroup:
         self._expected = 0
         self._generation = 0
         self._joined: list[tuple[JoinGroupRequest, asyncio.Future]] = []
-        self._assignments: asyncio.Future = asyncio.get_event_loop().create_future()
+        self._assignments: asyncio.Future | None = None  # the leader's SyncGroup sets it (see expect)
 
     async def expect(self, members: int) -> None:
         """Start a new generation's barrier for `members` joins."""
@@ -116,6 +116,8 @@ class BarrierGroup:
 
     async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
         """The member's assignment, once the leader's SyncGroup has brought them all."""
+        if self._assignments is None:
+            raise RuntimeError("sync_group before expect(): no generation to sync")
         if req.assignments:
             self._assignments.set_result(dict(req.assignments))
         assignments = await self._assignments
