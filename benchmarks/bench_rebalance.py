@@ -240,6 +240,7 @@ def run(args: argparse.Namespace) -> dict:
     with common.work_dir(args, "rebalance") as base:
         drivers = common.start_drivers(sz["drivers"] + 1)
         host, drivers = drivers[0], drivers[1:]
+        barrier = ray_floor.start(ray_floor.BarrierGroup)[0]
         try:
             ray.get(host.run_local.remote(clients.local_open, str(base / "local"), config))
             with common.service(1, base / "svc", config) as svc:
@@ -270,8 +271,8 @@ def run(args: argparse.Namespace) -> dict:
                             trials.append(summarize_rejoin(res))
                         row[f"rejoin_{mode}"] = _agg(trials, "rebalance_s")
                         common.step(f"  rejoin {mode}: {row[f'rejoin_{mode}']['median']:.3f} s (median)")
-                    row["rejoin_ray-floor"] = _agg([_floor_round(drivers, shares, size) for _ in range(sz["trials"])],
-                                                   "rebalance_s")
+                    row["rejoin_ray-floor"] = _agg([_floor_round(barrier, drivers, shares, size)
+                                                    for _ in range(sz["trials"])], "rebalance_s")
                     common.step(f"  rejoin ray-floor: {row['rejoin_ray-floor']['median']:.3f} s (median)")
                     if sz["crash"]:
                         modes = ("per-call", "coalesced", "in-process")
@@ -288,23 +289,20 @@ def run(args: argparse.Namespace) -> dict:
                             common.step(f"  crash {mode}: {row[f'crash_{mode}']['median']:.3f} s (median)")
             ray.get(host.run_local.remote(clients.local_close))
         finally:
+            ray_floor.stop([barrier])
             common.stop_drivers([host, *drivers])
     out["session_s"] = session_s
     out["interval_s"] = interval_s
     return out
 
 
-def _floor_round(drivers: list, shares: list, size: int) -> dict:
-    """One per-call rejoin of the same members against a barrier-only actor (ray_floor): Ray's floor."""
-    barrier = ray_floor.start(ray_floor.BarrierGroup)[0]
-    try:
-        ray.get(barrier.expect.remote(size))
-        start_at = time.time() + 0.5
-        refs = [d.run.remote(rejoin_round, [common.ActorCaller(barrier)], share, 1, start_at, False, size)
-                for d, share in zip(drivers, shares, strict=True) if share]
-        return summarize_rejoin([r for part in ray.get(refs) for r in part])
-    finally:
-        ray_floor.stop([barrier])
+def _floor_round(barrier: Any, drivers: list, shares: list, size: int) -> dict:
+    """One per-call rejoin of the same members against the barrier-only actor (ray_floor): Ray's floor."""
+    ray.get(barrier.expect.remote(size))
+    start_at = time.time() + 0.5
+    refs = [d.run.remote(rejoin_round, [common.ActorCaller(barrier)], share, 1, start_at, False, size)
+            for d, share in zip(drivers, shares, strict=True) if share]
+    return summarize_rejoin([r for part in ray.get(refs) for r in part])
 
 
 async def _local_form(state: dict, groups: list, session_ms: int) -> list:
