@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -214,7 +215,9 @@ def run(args: argparse.Namespace) -> dict:
                     continue
                 common.step(f"{p} partition actor(s): forming {most} client groups")
                 floor = ray_floor.start(ray_floor.EchoPartition, p)
-                with common.service(p, base / f"svc-{p}", config) as svc:
+                with contextlib.ExitStack() as stack:
+                    stack.callback(ray_floor.stop, floor)
+                    svc = stack.enter_context(common.service(p, base / f"svc-{p}", config))
                     callers = [common.ActorCaller(h) for h in svc.partitions]
                     names = common.spread_groups("commit-client", most, p)
                     groups = [(g, i % p, 1) for i, g in enumerate(names)]
@@ -226,7 +229,6 @@ def run(args: argparse.Namespace) -> dict:
                         echo = floor if c == most and k == max(sizes["per_commit"]) else None
                         out["cells"].append(_measure(svc, drivers, host, members[:c], local, p, c, k, co, sizes,
                                                      echo))
-                ray_floor.stop(floor)
             ray.get(host.run_local.remote(clients.local_close))
         finally:
             common.stop_drivers([host, *drivers])

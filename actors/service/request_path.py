@@ -185,7 +185,8 @@ class RequestPath:
         """One request of the remote API, authorized when the service authorizes; its answer once durable.
         `method` names the shard's handler when it is not the API's own (see start)."""
         if self.guard.enabled:
-            return await self.guard.call(api, req, credentials, functools.partial(self._handle, method=method))
+            handler = self._handle if method is None else functools.partial(self._handle, method=method)
+            return await self.guard.call(api, req, credentials, handler)
         return await self._handle(api, req, method)
 
     async def _handle(self, api: str, req: Any, method: str | None = None) -> Any:

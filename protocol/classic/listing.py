@@ -47,6 +47,10 @@ class GroupListingHandler(GroupStore):
         return described_group(Errors.NONE, group_id, state, protocol_type, protocol_data,
                                [described_member(*m) for m in members])
 
+    def describe_groups_rows(self, req: DescribeGroupsRequest) -> Deferred[list[DescribedRow]]:
+        """describe_groups answered as the flat rows its response pickles to, for a fan-out that passes them on."""
+        return self.rt.respond(self.described_rows(req.group_ids))
+
     def described_rows(self, group_ids: Sequence[str]) -> list[DescribedRow]:
         """The descriptions of `group_ids` as the flat rows they cross Ray in, built without the objects."""
         return [self.described_row(group_id) for group_id in group_ids]

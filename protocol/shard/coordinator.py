@@ -29,7 +29,6 @@ from ..errors import Errors
 from ..messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
-    DescribedRow,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     HeartbeatRequest,
@@ -404,11 +403,10 @@ class GroupCoordinator:
         """DescribeGroups (API key 15)."""
         return self._handle(Api.DESCRIBE_GROUPS, req, self.groups.describe_groups)
 
-    def describe_groups_rows(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse | list[DescribedRow]]:
+    def describe_groups_rows(self, req: DescribeGroupsRequest) -> Deferred[Any]:
         """DescribeGroups answered as the flat rows its response pickles to (built without the objects), for a
         fan-out that passes them on; a request refused as a whole is answered by its DescribeGroupsResponse."""
-        return self._handle(Api.DESCRIBE_GROUPS, req, lambda r: self.runtime.respond(
-            self.groups.described_rows(r.group_ids)))
+        return self._handle(Api.DESCRIBE_GROUPS, req, self.groups.describe_groups_rows)
 
     def delete_groups(self, req: DeleteGroupsRequest) -> Deferred[DeleteGroupsResponse]:
         """DeleteGroups (API key 42): Empty groups are deleted with their offsets."""
