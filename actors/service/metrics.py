@@ -89,8 +89,9 @@ CATALOG: tuple[MetricSpec, ...] = (
            ("partition", "state")),
     _gauge("groupcoord_members", "Members of the partition's groups, classic and consumer."),
     _gauge("groupcoord_offsets", "Committed offsets held: Kafka's NumOffsets."),
-    _gauge("groupcoord_purgatory_size", "Armed delayed operations by kind (heartbeat = session timers, join, sync, "
-           "offsets-retention).", ("partition", "kind")),
+    _gauge("groupcoord_purgatory_size", "Armed delayed operations by kind (session = one per classic group with "
+           "members, heartbeat = pending member ids, consumer-session, join, sync, offsets-retention).",
+           ("partition", "kind")),
     _gauge("groupcoord_parked_requests", "JoinGroup and SyncGroup requests parked in a rebalance.",
            ("partition", "api")),
     _gauge("groupcoord_awaiting_durability", "Responses waiting for their records to be fsynced."),

@@ -193,7 +193,7 @@ class PartitionTelemetry:
             m["groupcoord_groups"].set(count, {"state": state})
         m["groupcoord_members"].set(gauges.members)
         m["groupcoord_offsets"].set(gauges.offsets)
-        for kind in {"heartbeat", "join", "sync", "offsets-retention", *gauges.timers}:
+        for kind in {"session", "heartbeat", "join", "sync", "offsets-retention", *gauges.timers}:
             m["groupcoord_purgatory_size"].set(gauges.timers.get(kind, 0), {"kind": kind})
         for api, count in gauges.parked.items():
             m["groupcoord_parked_requests"].set(count, {"api": api})

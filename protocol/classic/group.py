@@ -31,6 +31,9 @@ class IllegalStateTransition(RuntimeError):
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
+# A member's session deadline while it has none: parked in a rebalance, or not yet scheduled.
+NO_SESSION_DEADLINE = 2**62
+
 
 @dataclass(slots=True, eq=False)
 class Member:
@@ -48,6 +51,8 @@ class Member:
     awaiting_join: Deferred[JoinGroupResponse] | None = field(default=None, init=False)
     awaiting_sync: Deferred[SyncGroupResponse] | None = field(default=None, init=False)
     is_new: bool = field(default=False, init=False)
+    # When the member's session ends, on the coordinator's clock: its group's session timer looks here.
+    session_deadline_ms: int = field(default=NO_SESSION_DEADLINE, init=False)
 
     @property
     def is_static(self) -> bool:
@@ -251,6 +256,10 @@ class ClassicGroup:
             self.pending_sync_members.discard(old_id)
             self.pending_sync_members.add(new_id)
         return old, new
+
+    def all_sessions_ended(self, now_ms: int) -> bool:
+        """Whether every member's session has ended by `now_ms` (its session timer may then empty the group)."""
+        return all(m.session_deadline_ms <= now_ms for m in self.members.values())
 
     def has_all_members_joined(self) -> bool:
         """Whether every member has a parked JoinGroup and no pending member id is outstanding."""

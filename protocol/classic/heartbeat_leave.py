@@ -80,7 +80,7 @@ class HeartbeatLeaveHandler(GroupRebalancer):
             return Errors.NONE
         if group.is_pending_member(member_id):
             group.remove(member_id)
-            self._cancel_session(group.group_id, member_id)
+            self._cancel_pending(group.group_id, member_id)
             return Errors.NONE
         error = self.validate_member(group, member_id, instance_id)
         if error == Errors.NONE:

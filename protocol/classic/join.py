@@ -39,10 +39,7 @@ class JoinGroupHandler(GroupRebalancer):
             group = self.groups[req.group_id]
         result: Deferred[JoinGroupResponse] = Deferred()
         if not self._accept_joining_member(group, req.member_id):
-            member = group.members.get(req.member_id)
             group.remove(req.member_id)
-            if member is not None:
-                self._cancel_session(group.group_id, member.member_id)
             self.rt.complete(result, join_error(Errors.GROUP_MAX_SIZE_REACHED))
         elif req.member_id == "":
             self._join_new_member(group, req, result)
@@ -72,7 +69,7 @@ class JoinGroupHandler(GroupRebalancer):
             return self._add_member_and_rebalance(group, req, new_id, result)
         if req.require_known_member_id:
             group.pending_members.add(new_id)
-            self._schedule_session(group.group_id, new_id, req.session_timeout_ms)
+            self._schedule_pending(group.group_id, new_id, req.session_timeout_ms)
             return self.rt.complete(result, join_error(Errors.MEMBER_ID_REQUIRED, new_id))
         return self._add_member_and_rebalance(group, req, new_id, result)
 
@@ -86,6 +83,7 @@ class JoinGroupHandler(GroupRebalancer):
             if req.group_instance_id is not None:
                 # A pending member id was handed out to a dynamic member; a static one cannot use it.
                 return self.rt.complete(result, join_error(Errors.UNKNOWN_MEMBER_ID, member_id))
+            self._cancel_pending(group.group_id, member_id)
             return self._add_member_and_rebalance(group, req, member_id, result)
         error = self.validate_member(group, member_id, req.group_instance_id)
         if error != Errors.NONE:
@@ -150,7 +148,6 @@ class JoinGroupHandler(GroupRebalancer):
         assert instance_id is not None
         old, member = group.replace_static_member(instance_id, old_id, new_id)
         self._fence(group, old)
-        self._cancel_session(group.group_id, old_id)
         self._schedule_heartbeat(group, member, member.session_timeout_ms)
         group.update_member(
             member,
@@ -184,7 +181,6 @@ class JoinGroupHandler(GroupRebalancer):
     ) -> None:
         """The replacement could not be stored: the old member id is valid again (Java's revert)."""
         join = group.update_member(member, old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms, None)
-        self._cancel_session(group.group_id, member.member_id)
         _, restored = group.replace_static_member(instance_id, member.member_id, old.member_id)
         self._schedule_heartbeat(group, restored, restored.session_timeout_ms)
         if join is not None:

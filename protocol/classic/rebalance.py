@@ -14,18 +14,23 @@ import logging
 from ..errors import Errors
 from ..messages import SyncGroupResponse
 from ..responses import join_error, join_response, sync_error
-from .group import ClassicGroup, Member
+from .group import NO_SESSION_DEADLINE, ClassicGroup, Member
 from .store import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupStore
 
 log = logging.getLogger(__name__)
 
 
 def _heartbeat_key(group_id: str, member_id: str) -> tuple:
+    """The timer of a pending member id (KIP-394); members share their group's session timer."""
     return ("heartbeat", group_id, member_id)
 
 
-class _SessionExpiry:
-    """A member's session timer action: three references, where a closure per member took about 300 bytes."""
+def _session_key(group_id: str) -> tuple:
+    return ("session", group_id)
+
+
+class _PendingExpiry:
+    """A pending member id's timer action: three references, where a closure took about 300 bytes."""
 
     __slots__ = ("group_id", "manager", "member_id")
 
@@ -33,7 +38,23 @@ class _SessionExpiry:
         self.manager, self.group_id, self.member_id = manager, group_id, member_id
 
     def __call__(self) -> None:
-        self.manager._expire_heartbeat(self.group_id, self.member_id)
+        self.manager._expire_pending(self.group_id, self.member_id)
+
+
+class _SessionScan:
+    """A group's session timer action: remove the members whose sessions have ended."""
+
+    __slots__ = ("group_id", "manager")
+
+    def __init__(self, manager: GroupRebalancer, group_id: str) -> None:
+        self.manager, self.group_id = manager, group_id
+
+    def __call__(self) -> None:
+        self.manager._expire_sessions(self.group_id)
+
+
+def _session_deadline(member: Member) -> int:
+    return member.session_deadline_ms
 
 
 def _join_key(group_id: str) -> tuple:
@@ -48,7 +69,7 @@ class GroupRebalancer(GroupStore):
     """The rebalance state machine of the shard's classic groups and the timers that drive it."""
 
     def refresh_session(self, group: ClassicGroup, member_id: str) -> None:
-        """Restart a member's session timer, as a heartbeat does."""
+        """Restart a member's session, as a heartbeat does."""
         member = group.members.get(member_id)
         if member is not None:
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
@@ -209,7 +230,7 @@ class GroupRebalancer(GroupStore):
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
 
     def _drop_member(self, group: ClassicGroup, member: Member, answer: Errors) -> None:
-        """Remove a member, answering its parked requests and cancelling its session timer."""
+        """Remove a member, answering its parked requests (its session goes with it)."""
         join = group.take_join(member)
         if join is not None:
             self.rt.complete(join, join_error(answer))
@@ -217,7 +238,6 @@ class GroupRebalancer(GroupStore):
         if sync is not None:
             self.rt.complete(sync, sync_error(answer))
         group.remove(member.member_id)
-        self._cancel_session(group.group_id, member.member_id)
 
     def _remove_member_and_update_group(self, group: ClassicGroup, member: Member, reason: str) -> None:
         self._drop_member(group, member, answer=Errors.UNKNOWN_MEMBER_ID)
@@ -227,41 +247,70 @@ class GroupRebalancer(GroupStore):
             self._complete_join(group)
 
     # --- session timers --------------------------------------------------------------------
+    # A member's session ends at its `session_deadline_ms`; one timer per group fires at the earliest
+    # of them. A heartbeat moves only its member's deadline, so the timer may fire early: it then
+    # removes no one and is armed again for the earliest deadline left.
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
-        self._schedule_session(group.group_id, member.member_id, timeout_ms)
+        """(Re)start a member's session: it ends `timeout_ms` from now unless restarted again."""
+        deadline = self.rt.deadline_in(timeout_ms)
+        member.session_deadline_ms = deadline
+        self._arm_session_timer(group.group_id, deadline)
 
-    def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
-        """(Re)arm the session timer of a member, or of a pending member id, to expire in `timeout_ms`."""
-        key, deadline, timers = _heartbeat_key(group_id, member_id), self.rt.deadline_in(timeout_ms), self.rt.timers
-        if not timers.rearm(key, deadline):  # a heartbeat re-arms the member's timer without a new callback
-            timers.schedule(key, deadline, _SessionExpiry(self, group_id, member_id))
+    def _arm_session_timer(self, group_id: str, deadline: int) -> None:
+        """Make the group's session timer fire no later than `deadline`."""
+        key, timers = _session_key(group_id), self.rt.timers
+        armed = timers.deadline(key)
+        if armed is None or deadline < armed:
+            timers.schedule(key, deadline, _SessionScan(self, group_id))
 
-    def _cancel_session(self, group_id: str, member_id: str) -> None:
-        self.rt.timers.cancel(_heartbeat_key(group_id, member_id))
-
-    def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
+    def _expire_sessions(self, group_id: str) -> None:
+        """Remove the members whose sessions have ended, in deadline order, and arm the timer for the next."""
         group = self.groups.get(group_id)
         if group is None or group.in_state(DEAD):
             return
-        if group.is_pending_member(member_id):
-            log.info("pending member %s of group %s expired", member_id, group_id,
-                     extra={"group": group_id, "member": member_id})
-            group.remove(member_id)
-            if group.in_state(PREPARING) and group.has_all_members_joined():
-                self._complete_join(group)
+        now = self.rt.due()
+        ended = [m for m in group.members.values() if m.session_deadline_ms <= now]
+        ended.sort(key=_session_deadline)
+        for member in ended:
+            # Removing an earlier member may have completed a join, which restarts the others' sessions.
+            if group.members.get(member.member_id) is not member or member.session_deadline_ms > now:
+                continue
+            if member.has_satisfied_heartbeat():
+                member.session_deadline_ms = NO_SESSION_DEADLINE  # parked: its answer restarts its session
+                continue
+            log.info("member %s of group %s failed its session; removing it", member.member_id, group_id,
+                     extra={"group": group_id, "member": member.member_id})
+            self.rt.stats.session_expirations += 1
+            self._remove_member_and_update_group(group, member, f"session of {member.member_id} expired")
+        if self.groups.get(group_id) is not group or group.in_state(DEAD):
             return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
+        earliest = min(map(_session_deadline, group.members.values()), default=NO_SESSION_DEADLINE)
+        if earliest != NO_SESSION_DEADLINE:
+            self._arm_session_timer(group_id, earliest)
+
+    def _schedule_pending(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+        """Give a pending member id `timeout_ms` to join with it before it is forgotten."""
+        self.rt.timers.schedule(_heartbeat_key(group_id, member_id), self.rt.deadline_in(timeout_ms),
+                                _PendingExpiry(self, group_id, member_id))
+
+    def _cancel_pending(self, group_id: str, member_id: str) -> None:
+        self.rt.timers.cancel(_heartbeat_key(group_id, member_id))
+
+    def _expire_pending(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.in_state(DEAD) or not group.is_pending_member(member_id):
             return
-        log.info("member %s of group %s failed its session; removing it", member_id, group_id,
+        log.info("pending member %s of group %s expired", member_id, group_id,
                  extra={"group": group_id, "member": member_id})
-        self.rt.stats.session_expirations += 1
-        self._remove_member_and_update_group(group, member, f"session of {member_id} expired")
+        group.remove(member_id)
+        if group.in_state(PREPARING) and group.has_all_members_joined():
+            self._complete_join(group)
 
     def _cancel_group_timers(self, group: ClassicGroup) -> None:
         timers = self.rt.timers
         timers.cancel(_join_key(group.group_id))
         timers.cancel(_sync_key(group.group_id))
-        for member_id in list(group.members) + list(group.pending_members):
+        timers.cancel(_session_key(group.group_id))
+        for member_id in group.pending_members:
             timers.cancel(_heartbeat_key(group.group_id, member_id))

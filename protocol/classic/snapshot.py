@@ -15,13 +15,10 @@ from ..shard.purgatory import Purgatory
 from .group import ClassicGroup, Member
 
 
-def group_timer_keys(group_id: str, member_ids: list[str]) -> list[tuple]:
-    """The purgatory keys of a group's timers: join, pending sync, and one session per member id."""
-    return [("join", group_id), ("sync", group_id), *(("heartbeat", group_id, m) for m in member_ids)]
-
-
-def _member_ids(group: ClassicGroup) -> list[str]:
-    return list(group.members) + list(group.pending_members)
+def group_timer_keys(group_id: str, pending_ids: list[str]) -> list[tuple]:
+    """The purgatory keys of a group's timers: join, pending sync, sessions, and one per pending member id."""
+    return [("join", group_id), ("sync", group_id), ("session", group_id),
+            *(("heartbeat", group_id, m) for m in pending_ids)]
 
 
 class GroupSnapshot:
@@ -39,14 +36,14 @@ class GroupSnapshot:
         if group is not None:
             self._fields = {k: copy.copy(v) for k, v in vars(group).items()}
             self._members = {mid: (m, {s: getattr(m, s) for s in Member.__slots__}) for mid, m in group.members.items()}
-            ids = _member_ids(group)
+            ids = list(group.pending_members)
         self._timer_state = {k: timers.entry(k) for k in group_timer_keys(group_id, ids)}
 
     def restore(self) -> None:
         """Put the group and its timers back as they were when the snapshot was taken."""
         group = self._group
         current = self._groups.get(self._group_id)
-        later_ids = _member_ids(current) if current is not None else []
+        later_ids = list(current.pending_members) if current is not None else []
         if group is None:
             self._groups.pop(self._group_id, None)
         else:

@@ -252,14 +252,17 @@ class GroupCoordinator:
     def _may_empty(self, key: Hashable) -> bool:
         """Whether the timer `key` may end with its group Empty (the one timer path that writes records).
 
-        Only then is its group copied before it runs: a session expiry empties a group only when it
-        removes the last member; completing a join or expiring pending syncs may always.
+        Only then is its group copied before it runs: a session timer empties a group only when every
+        member's session has ended, a pending member id's only when it has at most one member;
+        completing a join or expiring pending syncs may always.
         """
         if not (isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str)):
             return False
         group = self.groups.get_group(key[1])
         if group is None:
             return False
+        if key[0] == "session" and isinstance(group, ClassicGroup):
+            return group.all_sessions_ended(self.runtime.due())
         return key[0] != "heartbeat" or len(group.members) <= 1
 
     def schedule_retention_check(self, delay_ms: int) -> None:

@@ -91,7 +91,9 @@ def test_scraped_counters_and_gauges_match_the_traffic(svc, metrics_port):
     assert total(samples, "ray_groupcoord_offsets", partition=part) == PER_COMMIT
     assert total(samples, "ray_groupcoord_completed_rebalances_total", partition=part) == 1
     assert total(samples, "ray_groupcoord_rebalance_duration_seconds_count", partition=part) == 1
-    assert total(samples, "ray_groupcoord_purgatory_size", partition=part, kind="heartbeat") == MEMBERS
+    # One session timer for the group's members; no member id is pending any more.
+    assert total(samples, "ray_groupcoord_purgatory_size", partition=part, kind="session") == 1
+    assert total(samples, "ray_groupcoord_purgatory_size", partition=part, kind="heartbeat") == 0
     # The log: each commit was one append of its records; flushes made them durable (Ray exports a
     # histogram's _sum from bucket midpoints, so only its _count is exact).
     assert total(samples, "ray_groupcoord_log_appends_total", partition=part) > COMMITS

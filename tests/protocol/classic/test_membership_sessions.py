@@ -3,7 +3,7 @@
 import pytest
 from shard_context import GROUP, REBALANCE_MS, SESSION_MS, ShardContext
 
-from groupcoord.protocol.classic.rebalance import _heartbeat_key
+from groupcoord.protocol.classic.rebalance import _session_key
 from groupcoord.protocol.errors import Errors
 
 
@@ -160,11 +160,24 @@ def test_sync_in_stable_does_not_refresh_the_session():
     assert ctx.member_ids() == set()
 
 
-def test_a_heartbeat_moves_the_members_one_session_timer_without_a_new_action():
+def test_a_group_has_one_session_timer_which_a_heartbeat_leaves_alone_and_each_member_ends_on_its_own_deadline():
+    """Members share their group's session timer: a heartbeat moves only its member's deadline, the timer
+    fires at the earliest deadline, removes no one whose session goes on, and is armed again for the next."""
     ctx = ShardContext()
-    gen = ctx.stable_group(1)
-    timers, key = ctx.coord.runtime.timers, _heartbeat_key(GROUP, gen.leader)
-    deadline, action = timers.entry(key)
+    gen = ctx.stable_group(3)
+    silent, *talking = gen.members
+    timers, key = ctx.coord.runtime.timers, _session_key(GROUP)
+    assert [k for k in timers.deadlines() if k[0] in ("session", "heartbeat")] == [key]
+    first, action = timers.entry(key)
     ctx.advance(SESSION_MS - 1)
-    assert ctx.heartbeat(GROUP, 1, gen.leader) == Errors.NONE
-    assert timers.entry(key) == (deadline + SESSION_MS - 1, action) and timers.entry(key)[1] is action
+    for m in talking:
+        assert ctx.heartbeat(GROUP, 1, m) == Errors.NONE
+    assert timers.entry(key) == (first, action)  # the heartbeats did not touch the timer
+    ctx.advance(1)  # the silent member's session ends: it alone is removed, the timer moves to the others'
+    assert silent not in ctx.member_ids() and ctx.member_ids() == set(talking)
+    assert timers.deadline(key) == first + SESSION_MS - 1
+    ctx.advance(SESSION_MS - 2)
+    assert ctx.member_ids() == set(talking)
+    ctx.advance(1)
+    assert ctx.member_ids() == set()
+    assert key not in timers

@@ -66,7 +66,8 @@ def test_gauges_count_groups_by_state_members_offsets_and_what_waits():
                                  "Dead": 0, "Assigning": 0, "Reconciling": 0}
     assert (g.groups, g.members, g.offsets) == (3, 3, 2)
     assert g.parked == {"join_group": 1, "sync_group": 0}
-    assert g.timers["heartbeat"] == 3 and g.timers["join"] == 1 and g.timers["offsets-retention"] == 1
+    assert g.timers["session"] == 2 and "heartbeat" not in g.timers  # one session timer per group with members
+    assert g.timers["join"] == 1 and g.timers["offsets-retention"] == 1
     ctx.log.hold()
     held = ctx.coord.commit_offsets(OffsetCommitRequest("simple", {TopicPartition("t", 0): OffsetAndMetadata(3)}))
     assert ctx.coord.gauges().awaiting_durability == 1 and not held.done()
