@@ -31,6 +31,9 @@ class IllegalStateTransition(RuntimeError):
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
+# A member's protocols in its order of preference: (name, metadata) pairs, a tuple since it never grows.
+Protocols = tuple[tuple[str, bytes], ...]
+
 # A member's session deadline while it has none: parked in a rebalance, or not yet scheduled.
 NO_SESSION_DEADLINE = 2**62
 
@@ -46,7 +49,7 @@ class Member:
     rebalance_timeout_ms: int
     session_timeout_ms: int
     protocol_type: str
-    protocols: list[tuple[str, bytes]]
+    protocols: Protocols
     assignment: bytes = b""
     awaiting_join: Deferred[JoinGroupResponse] | None = field(default=None, init=False)
     awaiting_sync: Deferred[SyncGroupResponse] | None = field(default=None, init=False)
@@ -82,7 +85,7 @@ class Member:
 
     def matches(self, protocols: Iterable[tuple[str, bytes]]) -> bool:
         """Same protocols, in the same order, with byte-equal metadata."""
-        return list(self.protocols) == [(n, bytes(m)) for n, m in protocols]
+        return self.protocols == tuple((n, bytes(m)) for n, m in protocols)
 
     def vote(self, candidates: set[str]) -> str:
         """The first protocol of this member's preference list that every member supports."""
@@ -196,13 +199,13 @@ class ClassicGroup:
             self.static_members.pop(member.group_instance_id, None)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
-        self.pending_sync_members.discard(member_id)
+        self.drop_pending_sync(member_id)
         return member
 
     def update_member(
         self,
         member: Member,
-        protocols: list[tuple[str, bytes]],
+        protocols: Protocols,
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
         join: "Deferred[JoinGroupResponse] | None",
@@ -260,6 +263,13 @@ class ClassicGroup:
     def all_sessions_ended(self, now_ms: int) -> bool:
         """Whether every member's session has ended by `now_ms` (its session timer may then empty the group)."""
         return all(m.session_deadline_ms <= now_ms for m in self.members.values())
+
+    def drop_pending_sync(self, member_id: str) -> None:
+        """The member no longer holds the generation's sync phase open: it asked for its assignment, or left."""
+        pending = self.pending_sync_members
+        pending.discard(member_id)
+        if not pending:
+            pending.clear()  # a set keeps its largest table until cleared: ~80 B per member of a big group
 
     def has_all_members_joined(self) -> bool:
         """Whether every member has a parked JoinGroup and no pending member id is outstanding."""
