@@ -16,7 +16,7 @@ Runner = Callable[[Hashable, Callable[[], None]], None]
 class Purgatory:
     """Timers by key: scheduling a key again replaces its timer; fire_due runs due ones in deadline order.
 
-    Re-arming a timer for later (as every heartbeat does) only updates it: its heap entry keeps
+    Re-arming a timer for later (as a KIP-848 heartbeat does) only updates it: its heap entry keeps
     the earlier deadline and is pushed again with the real one when it surfaces. So the heap
     holds one entry per armed timer (plus cancelled ones not yet popped), not one per heartbeat,
     and timers still fire in (deadline, scheduling order).
@@ -39,14 +39,6 @@ class Purgatory:
             return
         self._timers[key] = [deadline_ms, seq, callback, seq]
         heapq.heappush(self._heap, (deadline_ms, seq, key))
-
-    def rearm(self, key: Hashable, deadline_ms: int) -> bool:
-        """Move the armed timer `key` to `deadline_ms`, keeping its callback; False when it is not armed."""
-        timer = self._timers.get(key)
-        if timer is None:
-            return False
-        self.schedule(key, deadline_ms, timer[_CALLBACK])
-        return True
 
     def cancel(self, key: Hashable) -> None:
         """Disarm the timer `key`, if armed."""

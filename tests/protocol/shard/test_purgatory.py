@@ -107,13 +107,14 @@ def test_next_deadline_and_len():
     assert (p.next_deadline(), len(p)) == (7, 1)
 
 
-def test_rearm_moves_an_armed_timer_either_way_with_its_callback_and_arms_nothing_new():
+def test_scheduling_an_armed_key_again_moves_its_one_timer_either_way():
     p = Purgatory()
     fired, cb = _recorder()
-    assert not p.rearm("k", 10) and len(p) == 0
     p.schedule("k", 10, cb("k"))
-    assert p.rearm("k", 40) and p.fire_due(39) == 0
-    assert p.rearm("k", 20) and p.fire_due(20) == 1
+    p.schedule("k", 40, cb("k"))
+    assert len(p) == 1 and p.fire_due(39) == 0
+    p.schedule("k", 20, cb("k"))
+    assert p.fire_due(20) == 1
     assert fired == ["k"] and len(p) == 0
 
 
@@ -121,7 +122,7 @@ def test_next_deadline_is_exact_up_to_exact_until_and_never_late_past_it():
     p = Purgatory()
     p.schedule("a", 100, lambda: None)
     p.schedule("b", 150, lambda: None)
-    p.rearm("a", 400)  # "a"'s heap entry still says 100
+    p.schedule("a", 400, lambda: None)  # "a"'s heap entry still says 100
     assert p.next_deadline(exact_until=50) == 100  # past 50: a lower bound, early but never late
     assert p.next_deadline(exact_until=120) == 150  # "a" was put in order, "b" is exact
     assert p.next_deadline() == 150
@@ -148,10 +149,11 @@ class _CountingHeapq:
         return self.heapq.heappop(heap)
 
 
-def test_a_heartbeat_moves_its_session_timer_in_the_heap_once_per_session_not_once_per_heartbeat(monkeypatch):
-    """The partition's loop asks for the next deadline after every batch, exact only near now; 1,000 members
-    heartbeat every second with a 3 s session for 30 s. Ordering every re-armed timer on each ask moved each
-    timer once per heartbeat (30,000 moves); and still no member expires early or late."""
+def test_a_timer_pushed_later_by_every_heartbeat_moves_in_the_heap_once_per_session(monkeypatch):
+    """The partition's loop asks for the next deadline after every batch, exact only near now; 1,000 session
+    timers (as KIP-848 members have) are pushed later every second, with a 3 s session, for 30 s. Ordering
+    every re-armed timer on each ask moved each timer once per heartbeat (30,000 moves); and still no timer
+    fires early or late."""
     from groupcoord.protocol.shard import purgatory
 
     counting = _CountingHeapq()
@@ -162,15 +164,16 @@ def test_a_heartbeat_moves_its_session_timer_in_the_heap_once_per_session_not_on
     members = [f"m{i}" for i in range(1000)]
     silent_from = {"m7": 10_000}  # stops heartbeating at 10 s: due at its last heartbeat + 3 s
     last: dict[str, int] = {}
+    actions = {m: (lambda m=m: expired.append((m, now))) for m in members}
     for m in members:
-        p.schedule(m, 3000, lambda m=m: expired.append((m, now)))
+        p.schedule(m, 3000, actions[m])
     heartbeats = 0
     while now < 30_000:
         now += 20
         for i, m in enumerate(members):
             phase = i % 50 * 20  # each member's heartbeat falls in one of the 20 ms ticks of its second
             if now % 1000 == phase and now < silent_from.get(m, 1 << 62):
-                p.rearm(m, now + 3000)
+                p.schedule(m, now + 3000, actions[m])
                 last[m] = now
                 heartbeats += 1
         p.next_deadline(exact_until=now + 100)
