@@ -10,7 +10,8 @@ counted from when it sent the member's SyncGroup). Two client
 shapes: each driver sends the heartbeats due in a tick in one `batch` actor call (how a process
 hosting many members would), or one actor call per heartbeat. The knee is the highest offered
 rate with no failure whose heartbeats were answered as fast as they were sent (>= 95% of those
-sent in the window answered in it). The pure shard's CPU cost per heartbeat is measured
+sent in the window answered in it); a step's served rate is what it answered, but at most what it
+sent, since answers beyond that drain the step before's backlog. The pure shard's CPU cost per heartbeat is measured
 in-process for reference, Ray's floor at the batched knee (the same rate, batched the same way,
 to an echo actor that answers at once: ray_floor) in the same run, and each step reads how much
 CPU the partition actor and the drivers used in its window (from /proc): on a small machine the
@@ -321,16 +322,19 @@ def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pr
     for r in runs:
         for k, v in r["failures"].items():
             failures[k] = failures.get(k, 0) + v
-    served = sum(r["answered"] for r in runs) / sizes["window_s"]
+    answered = sum(r["answered"] for r in runs) / sizes["window_s"]
     sent = sum(r["sent"] for r in runs) / sizes["window_s"]
+    # Answers beyond what the window sent drain the step before's backlog: the step served at most what it sent.
+    served = min(answered, sent)
     offered = n_groups * sizes["group_size"] / interval_s
     step = {
         "mode": "batched" if batched else "per-call",
         "offered_per_s": offered,
         "members": sum(r["members"] for r in runs),
         "sent_per_s": sent,
+        "answered_per_s": answered,
         "served_per_s": served,
-        "served_fraction": served / sent if sent else 0.0,
+        "served_fraction": answered / sent if sent else 0.0,
         "throttled": sum(r["throttled"] for r in runs),
         "p50_ms": common.percentile(latencies, 50) * 1000,
         "p99_ms": common.percentile(latencies, 99) * 1000,
@@ -351,8 +355,8 @@ def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pr
         else None,
         "drivers_cpu_per_s": sum(r["driver_cpu_s"] for r in runs) / sizes["window_s"],
     }
-    if step["actor_cpu_per_s"] is not None and served:
-        step["actor_us_per_heartbeat"] = step["actor_cpu_per_s"] / served * 1e6
+    if step["actor_cpu_per_s"] is not None and answered:
+        step["actor_us_per_heartbeat"] = step["actor_cpu_per_s"] / answered * 1e6
     step["ok"] = (step["failed_members"] == 0 and step["missing_members"] == 0 and step["unstable_groups"] == 0
                   and step["served_fraction"] >= SERVED_FRACTION)
     return step
@@ -497,7 +501,7 @@ def _row(st: dict) -> list:
     fails = ", ".join(f"{k} {v}" for k, v in st["failures"].items()) or "-"
     return [
         st["mode"], f"{st['offered_per_s']:,.0f}", f"{st['members']:,}", f"{st['sent_per_s']:,.0f}",
-        f"{st['served_per_s']:,.0f}",
+        f"{st.get('answered_per_s', st['served_per_s']):,.0f}",
         f"{st['served_fraction'] * 100:.0f}%", f"{st['p50_ms']:.0f}/{st['p99_ms']:.0f}/{st['max_ms']:.0f}",
         f"{st['failed_members']} ({fails})", st["false_expiries"], f"{st['max_client_gap_s']:.2f}",
         f"{st['missing_members']}/{st['unstable_groups']}", _cpu_cell(st), "ok" if st["ok"] else "FAIL",
