@@ -388,3 +388,25 @@ def test_commit_offsets_are_judged_inline_exactly_as_the_generic_checks_judge_th
         assert validation._offsets(offsets) == generic(offsets), (key, value)
     assert validation._offsets({TP: OffsetAndMetadata(7), TopicPartition("u", 2): OffsetAndMetadata(8, "x", 0)})
     assert not validation._offsets([(TP, OffsetAndMetadata(1))]) and not validation._offsets(None)
+
+
+_HEARTBEAT_IDS = ["g", "", "é", SURROGATE, _Str("g"), "x" * 40, "x" * 41, "é" * 40, None, 7]
+_GENERATIONS = [1, -1, 0, BIG32, -BIG32, BIG32 - 1, True, _Epoch(2), 1.0, None]
+
+
+@pytest.mark.parametrize("config", [None, GroupConfig(), GroupConfig(max_group_id_bytes=40, max_name_bytes=3)],
+                         ids=["no config", "default limits", "small limits"])
+def test_heartbeats_are_judged_on_their_short_path_exactly_as_the_generic_checks_judge_them(config):
+    """A plain heartbeat skips the generic checks; every other shape must still get their answer."""
+    judged = 0
+    for group_id in _HEARTBEAT_IDS:
+        for member_id in _HEARTBEAT_IDS:
+            for generation in _GENERATIONS:
+                for instance_id in (None, "i", SURROGATE):
+                    req = HeartbeatRequest(group_id, generation, member_id, instance_id)
+                    generic = validation._validate("heartbeat", req)
+                    if generic is None and config is not None:
+                        generic = validation._limits_error("heartbeat", req, config)
+                    assert validation.check("heartbeat", req, config) == generic, req
+                    judged += validation._plain_heartbeat(req, config)
+    assert judged > 0
