@@ -12,11 +12,11 @@ hosting many members would), or one actor call per heartbeat. The knee is the hi
 rate with no failure whose heartbeats were answered as fast as they were sent (>= 95% of those
 sent in the window answered in it); a step's served rate is what it answered, but at most what it
 sent, since answers beyond that drain the step before's backlog. The pure shard's CPU cost per
-heartbeat is measured in-process for reference, Ray's floor at the batched knee (the same rate, batched the same way,
-to an echo actor that answers at once: ray_floor) in the same run, and each step reads how much
-CPU the partition actor and the drivers used in its window (from /proc): on a small machine the
-drivers share the cores with the actor, and the actor's CPU per heartbeat says what it could serve
-on a core of its own.
+heartbeat is measured in-process for reference, Ray's floor at the batched knee (the same rate,
+batched the same way, to an echo actor that answers at once: ray_floor) in the same run, and each
+step reads how much CPU the partition actor and the drivers used in its window (from /proc): on a
+small machine the drivers share the cores with the actor, and the actor's CPU per heartbeat says
+what it could serve on a core of its own.
 """
 
 from __future__ import annotations
