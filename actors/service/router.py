@@ -22,6 +22,7 @@ from groupcoord.protocol.messages import (
     DescribeGroupsRequest,
     ListGroupsRequest,
 )
+from groupcoord.protocol.partitioner import partitions_for
 from groupcoord.storage import StorageRoot
 from groupcoord.storage.topics import TopicRegistry
 
@@ -230,9 +231,12 @@ class RouterActor(RouterSecurity):
                                               credentials)
 
     def _by_partition(self, group_ids) -> dict[int, list[str]]:
+        ids = list(group_ids)
+        # An id that is not a string goes to partition 0, which refuses it; "" is an id partition 0 owns.
+        owners = partitions_for([g if isinstance(g, str) else "" for g in ids], self.num_partitions)
         out: dict[int, list[str]] = {}
-        for g in group_ids:
-            out.setdefault(partition_for(g, self.num_partitions) if isinstance(g, str) else 0, []).append(g)
+        for g, p in zip(ids, owners, strict=True):
+            out.setdefault(p, []).append(g)
         return out
 
     async def describe_groups(self, req: DescribeGroupsRequest, credentials: Any = None) -> DescriptionRows:

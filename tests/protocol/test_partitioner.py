@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from groupcoord.protocol.partitioner import java_string_hash, partition_for
+from groupcoord.protocol.partitioner import java_string_hash, partition_for, partitions_for
 
 
 @pytest.mark.parametrize(
@@ -64,3 +64,19 @@ def test_the_ascii_fast_path_agrees_with_javas_loop_at_every_length_and_past_its
     ids = ["~" * n for n in range(0, 300)] + ["x" * 255 + "é", "é" + "x" * 300, "\ud800" + "a" * 10]
     ids += ["".join(chr(rng.randrange(0, 128)) for _ in range(rng.randrange(0, 400))) for _ in range(500)]
     assert [java_string_hash(s) for s in ids] == [_reference_hash(s) for s in ids]
+
+
+@pytest.mark.parametrize("n", [1, 3, 16, 50, 1000])
+def test_a_list_of_ids_maps_each_to_the_partition_its_own_hash_gives(n):
+    rng = random.Random(n)
+    ascii_ids = ["", "polygenelubricants", "groupId", "~" * 256] + [
+        "".join(chr(rng.randrange(0, 128)) for _ in range(rng.randrange(0, 60))) for _ in range(3000)]
+    # Hashed at once; then the lists the bulk pass leaves to the one-id path: a non-ASCII id, an id past the
+    # weight table, a short list.
+    for ids in (ascii_ids, [*ascii_ids, "é-群组"], [*ascii_ids, "x" * 257], ascii_ids[:10]):
+        assert partitions_for(ids, n) == [partition_for(g, n) for g in ids]
+
+
+def test_a_list_of_ids_needs_a_positive_partition_count():
+    with pytest.raises(ValueError):
+        partitions_for(["groupId"] * 300, 0)
