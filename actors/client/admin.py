@@ -22,8 +22,7 @@ from groupcoord.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
-    describe_response_from_rows,
-    described_rows_in_order,
+    descriptions_by_id,
 )
 from groupcoord.protocol.security.credentials import Credentials
 
@@ -95,11 +94,10 @@ class AdminClient(SecurityAdmin):
         ids = self._names(group_ids, "group_ids")
         parts = self._router("describe_groups_parts", DescribeGroupsRequest(ids))
         with _gc_paused():
-            answers = ray.get(parts, timeout=self._timeout_s)
-            response = describe_response_from_rows(described_rows_in_order(answers, ids))
-        out = {d.group_id: d for d in response.groups}
-        for d in response.groups:
-            raise_for(d.error, f"describing group {d.group_id!r}")
+            out = descriptions_by_id(ray.get(parts, timeout=self._timeout_s), ids)
+        for d in out.values():
+            if d.error != Errors.NONE:
+                raise_for(d.error, f"describing group {d.group_id!r}")
         return out
 
     def delete_groups(self, group_ids: Iterable[str]) -> None:

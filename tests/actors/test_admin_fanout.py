@@ -18,6 +18,8 @@ from groupcoord.protocol.messages import (
     ListedGroup,
     ListGroupsRequest,
     ListGroupsResponse,
+    describe_response_from_rows,
+    descriptions_by_id,
 )
 
 
@@ -89,3 +91,12 @@ def test_a_partitions_ids_go_in_pieces_no_bigger_than_it_accepts():
     ids = [f"g{i}" for i in range(25)]
     calls = admin_fanout.describe_calls({3: ids, 1: ["a"], 2: []}, limit=10)
     assert calls == [(3, ids[:10]), (3, ids[10:20]), (3, ids[20:]), (1, ["a"])]
+
+
+def test_an_admin_client_gets_descriptions_by_group_id_in_request_order_each_once():
+    answers = [[_row("x"), _row("z")], [_row("y", "Dead")]]  # as two partitions answer
+    got = descriptions_by_id(answers, ["z", "y", "z", "x", "unasked"])
+    assert list(got) == ["z", "y", "x"]  # "unasked" was never answered: no entry, as described_rows_in_order
+    rebuilt = describe_response_from_rows([_row("z"), _row("y", "Dead"), _row("x")]).groups
+    assert list(got.values()) == rebuilt  # the same objects a DescribeGroupsResponse holds
+    assert got["y"].group_state == "Dead" and got["x"].error is Errors.NONE
