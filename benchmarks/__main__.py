@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if name == "all":
         parser = argparse.ArgumentParser(prog="python -m benchmarks all")
         common.add_common_arguments(parser)
-        parser.parse_args(rest)  # only the shared options are accepted
+        shared = parser.parse_args(rest)  # only the shared options are accepted
         started = time.perf_counter()
         started_at, load_at_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), list(os.getloadavg())
         rows = []
@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         # took Ray down with it does not fail the benchmarks after it.
         for bench in BENCHMARKS:
             common.step(f"=== {bench} ===")
+            if not shared.tiny:  # each starts on a quiet machine, not in the last one's processes ending
+                quiet = common.wait_quiet()
+                common.step(f"  the machine quiet after {quiet['waited_s']} s (busy {quiet['busy']:.0%})")
             rows.append(run_one(bench, rest))
         common.print_table(f"all benchmarks: {time.perf_counter() - started:.0f} s", ["benchmark", "seconds", "result"],
                            [[r["benchmark"], f"{r['seconds']:.0f}", r["result"]] for r in rows])

@@ -331,6 +331,29 @@ def read_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """The machine's (idle, total) CPU ticks so far, over all cores (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks)  # idle and iowait count as idle
+
+
+def wait_quiet(max_busy: float = 0.3, max_wait_s: float = 30.0) -> dict:
+    """Wait until the machine's cores are busy less than `max_busy` of a second (at most `max_wait_s`), so that a
+    benchmark times its operation and not the aftermath of its set-up or of the benchmark before it (flushes,
+    compactions, processes ending). How long it waited and the last second's busy fraction."""
+    started = time.perf_counter()
+    busy = 1.0
+    while True:
+        idle0, total0 = _cpu_ticks()
+        time.sleep(1.0)
+        idle1, total1 = _cpu_ticks()
+        busy = 1 - (idle1 - idle0) / max(1, total1 - total0)
+        waited = time.perf_counter() - started
+        if busy < max_busy or waited >= max_wait_s:
+            return {"waited_s": round(waited, 1), "busy": round(busy, 2), "quiet": busy < max_busy}
+
+
 # --- callers: the same client code against an actor or the in-process shard ------------------
 
 Caller = Callable[[str, Any], Awaitable[Any]]
