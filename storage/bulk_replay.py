@@ -59,7 +59,9 @@ class _Unsupported(Exception):
 
 
 def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
-    out = np.empty(size, a.dtype) if fill is None else np.full(size, fill, a.dtype)
+    # np.zeros, like np.empty, leaves the pages untouched until written (np.full writes every one).
+    out = np.empty(size, a.dtype) if fill is None else np.zeros(size, a.dtype) if fill == 0 else np.full(size, fill,
+                                                                                                          a.dtype)
     out[: len(a)] = a
     return out
 
@@ -82,6 +84,8 @@ class _Keys:
         self.committed, self.expire = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
         self.meta_len = np.zeros(1 << 14, np.int64)
         self.meta_start, self.meta_block = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        self._kind, self._event_codes = np.empty(0, np.int8), np.empty(0, np.int64)
+        self._spans, self._ints = np.empty(0, np.int64), np.empty(0, np.int64)
         self.names: list[str] = []
         self.metadata: dict[tuple[int, int], str] = {}  # (block, position) -> a live value's metadata, if not empty
         self.events: list[Record | str] = []
@@ -120,6 +124,15 @@ class _Keys:
                 setattr(self, name, _grown(getattr(self, name), size))
             self.state, self.meta_len = _grown(self.state, size, 0), _grown(self.meta_len, size, 0)
 
+    def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The scan's columns for a block of n records (kind, spans, ints, events): one allocation reused by every
+        block, so that each block does not fault in ~100 MB of fresh pages. The scan writes every field it reads."""
+        if n > len(self._kind):
+            self._kind, self._event_codes = np.empty(n, np.int8), np.empty(n, np.int64)
+            self._spans, self._ints = np.empty(8 * n, np.int64), np.empty(6 * n, np.int64)
+        return (self._kind[:n], self._spans[: 8 * n].reshape(8, n), self._ints[: 6 * n].reshape(6, n),
+                self._event_codes[:n])
+
     def feed(self, block: EntryBlock, block_no: int) -> None:
         """Fold one block of entries in: the key columns, its other records and its group events."""
         counts = np.frombuffer(block.record_counts, np.int64)
@@ -127,15 +140,12 @@ class _Keys:
         if n == 0:
             return
         buf = np.frombuffer(block.payload, np.uint8)
-        kind = np.zeros(n, np.int8)
-        spans = np.zeros((8, n), np.int64)
-        ints = np.zeros((6, n), np.int64)
+        kind, spans, ints, events = self._scratch(n)
         bad = parse_records(buf, np.frombuffer(block.payload_ends, np.int64), counts, kind, spans, ints, True)
         if bad >= 0:
             raise _Unsupported(f"record {bad} of a block is not in the layout the bulk scan knows")
         c = self.counts
         c[EVENTS] = 0
-        events = np.empty(n, np.int64)
         names_before = int(c[NAMES])
         self._reserve(int(c[SLOTS]) + n + DENSE_PARTITIONS + 1)
         r = 0

@@ -132,10 +132,11 @@ def read_entries(
         start = LogPosition(start)
     epoch = writer_epoch(directory)
     opened = open_snapshot(directory)
-    chunks: list[bytes] = []
+    chunks: list[memoryview] = []
     bases, counts, times, ends = array("q"), array("q"), array("q"), array("q")
     size = taken = 0
-    end = LogPosition(start.next_offset, start.segment, start.position, epoch)
+    # Where the next read resumes (a LogPosition at the end): the offset, segment and byte after the last entry taken.
+    next_offset, segment, position = start.next_offset, start.segment, start.position
     try:
         first = _first_segment(opened, start.next_offset)
         for i in range(first, len(opened)):
@@ -165,24 +166,29 @@ def read_entries(
                 times.append(ts)
                 ends.append(size)
                 taken += count
-                end = LogPosition(base + count, seg.base_offset, entry_end, epoch)
+                next_offset, segment, position = base + count, seg.base_offset, entry_end
                 if max_records is not None and taken >= max_records:
-                    return EntryBlock(b"".join(chunks), bases, counts, times, ends, start, end)
+                    break
+            else:
+                continue
+            break  # the block is full, or the entries reached end_offset
     finally:
         for seg in opened:
             seg.file.close()
+    end = LogPosition(next_offset, segment, position, epoch)
     return EntryBlock(b"".join(chunks), bases, counts, times, ends, start, end)
 
 
 def _scan(seg: OpenSegment, limit: int, position: int, torn_ok: bool, min_offset: int) -> list[tuple]:
-    """(base, count, timestamp, payload bytes, end position) of each entry holding records at or above min_offset."""
+    """(base, count, timestamp, payload, end position) of each entry holding records at or above min_offset. A
+    payload is a view of the scanner's buffer, which it keeps alive (the scanner reads into a new one)."""
     scanner = EntryScanner(seg.file, seg.path, limit, start=position, min_offset=seg.base_offset,
                            allow_torn_tail=torn_ok)
-    return [(e.base_offset, e.record_count, e.timestamp_ms, bytes(e.payload), e.position + e.size)
+    return [(e.base_offset, e.record_count, e.timestamp_ms, e.payload, e.position + e.size)
             for e in scanner if e.record_count and e.base_offset + e.record_count > min_offset]
 
 
-def _skip_records(payload: bytes, n: int) -> bytes:
+def _skip_records(payload: memoryview, n: int) -> memoryview:
     """The payload without its first `n` records."""
     import msgpack
 
