@@ -59,9 +59,12 @@ class _Unsupported(Exception):
 
 
 def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
-    # np.zeros, like np.empty, leaves the pages untouched until written (np.full writes every one).
-    out = np.empty(size, a.dtype) if fill is None else np.zeros(size, a.dtype) if fill == 0 else np.full(size, fill,
-                                                                                                          a.dtype)
+    if fill is None:
+        out = np.empty(size, a.dtype)
+    elif fill == 0:
+        out = np.zeros(size, a.dtype)  # as np.empty, its pages stay untouched until written (np.full writes them all)
+    else:
+        out = np.full(size, fill, a.dtype)
     out[: len(a)] = a
     return out
 

@@ -180,8 +180,7 @@ def read_entries(
 
 
 def _scan(seg: OpenSegment, limit: int, position: int, torn_ok: bool, min_offset: int) -> list[tuple]:
-    """(base, count, timestamp, payload, end position) of each entry holding records at or above min_offset. A
-    payload is a view of the scanner's buffer, which it keeps alive (the scanner reads into a new one)."""
+    """(base, count, timestamp, payload view, end position) of each entry holding records at or above min_offset."""
     scanner = EntryScanner(seg.file, seg.path, limit, start=position, min_offset=seg.base_offset,
                            allow_torn_tail=torn_ok)
     return [(e.base_offset, e.record_count, e.timestamp_ms, e.payload, e.position + e.size)

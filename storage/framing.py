@@ -75,7 +75,8 @@ def marker_entry(end_offset: int, timestamp_ms: int) -> bytes:
 
 @dataclass(slots=True, eq=False)
 class Entry:
-    """One checked entry of a segment; `payload` and `raw` are views valid until the scan moves on."""
+    """One checked entry of a segment; `payload` and `raw` are views of the scanner's read buffer, which it never
+    writes again (it reads into a new one), so they stay valid for as long as they are held."""
 
     position: int
     base_offset: int
