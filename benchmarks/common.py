@@ -343,7 +343,6 @@ def wait_quiet(max_busy: float = 0.3, max_wait_s: float = 30.0) -> dict:
     benchmark times its operation and not the aftermath of its set-up or of the benchmark before it (flushes,
     compactions, processes ending). How long it waited and the last second's busy fraction."""
     started = time.perf_counter()
-    busy = 1.0
     while True:
         idle0, total0 = _cpu_ticks()
         time.sleep(1.0)
