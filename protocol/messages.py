@@ -403,26 +403,22 @@ def described_rows_in_order(answers: Iterable[list[DescribedRow]], group_ids: It
 
 def descriptions_by_id(answers: Iterable[list[DescribedRow]], group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
     """Partitions' DescribeGroups rows as descriptions by group id, in the order of `group_ids` (how an admin
-    client answers; each described once, with no response object or list of them on the way)."""
-    by_id = {row[1]: row for rows in answers for row in rows}
-    errors = {e.value: e for e in Errors}
-    out: dict[str, DescribedGroup] = {}
-    for group_id in group_ids:
-        row = by_id.get(group_id)
-        if row is not None and group_id not in out:
-            error, _, group_state, protocol_type, protocol_data, member_rows = row
-            out[group_id] = described_group(errors[error], group_id, group_state, protocol_type, protocol_data,
-                                            [described_member(*m) for m in member_rows])
-    return out
+    client answers, with no response object on the way)."""
+    return {row[1]: _description(row) for row in described_rows_in_order(answers, group_ids)}
 
 
 def describe_response_from_rows(flat: list[DescribedRow], throttle_time_ms: int = 0) -> DescribeGroupsResponse:
     """Rebuild a DescribeGroupsResponse pickled by its `__reduce__`."""
-    errors = {e.value: e for e in Errors}
-    groups = [described_group(errors[error], group_id, group_state, protocol_type, protocol_data,
-                              [described_member(*row) for row in member_rows])
-              for error, group_id, group_state, protocol_type, protocol_data, member_rows in flat]
-    return DescribeGroupsResponse(groups, throttle_time_ms)
+    return DescribeGroupsResponse([_description(row) for row in flat], throttle_time_ms)
+
+
+def _description(row: DescribedRow) -> DescribedGroup:
+    error, group_id, group_state, protocol_type, protocol_data, member_rows = row
+    return described_group(_ERRORS[error], group_id, group_state, protocol_type, protocol_data,
+                           [described_member(*m) for m in member_rows])
+
+
+_ERRORS = {e.value: e for e in Errors}  # an error code in a row -> its Errors
 
 
 # Describing 100,000 groups builds a DescribedGroup and DescribedMembers for each: these two skip the frozen
