@@ -1,10 +1,11 @@
 """What one partition actor reports about itself: request latencies, the shard's counters and gauges, its log, lag.
 
 The request path and the runtime's group commit call `request`/`requests` and `flushed` (cheap:
-one histogram observation each); everything else is read off the shard, the log and the runtime's
-loop supervisor by `turn`, which the supervisor runs every `interval_s` (computing consumer lag
-every `lag_interval_s`). With metrics off nothing is sent to Ray, but the turn still samples the
-commit count for `groupcoord status`. Requests answered with an error are logged, rate-limited.
+request latencies are counted in this process, a batch's once per API and error, and a flush is
+one histogram observation); everything else, and the latency counts, go to Ray in `turn`, which the
+runtime's loop supervisor runs every `interval_s` (computing consumer lag every `lag_interval_s`).
+With metrics off nothing is sent to Ray, but the turn still samples the commit count for
+`groupcoord status`. Requests answered with an error are logged, rate-limited.
 """
 
 from __future__ import annotations
@@ -94,13 +95,16 @@ class PartitionTelemetry:
         """One request answered after `seconds`: its latency by API and error, and a log line if it failed."""
         error = response_error(response)
         if self._latency is not None:
-            key = (api, error)
-            tags = self._tags.get(key)
-            if tags is None:
-                tags = self._tags[key] = {"api": api, "error": error.name}
-            self._latency.observe(seconds, tags)
+            self._latency.observe(seconds, self._tags_of(api, error))
         if error != Errors.NONE and log.isEnabledFor(logging.INFO):
             self._log_failed(api, req, error)
+
+    def _tags_of(self, api: str, error: Errors) -> dict[str, str]:
+        key = (api, error)
+        tags = self._tags.get(key)
+        if tags is None:
+            tags = self._tags[key] = {"api": api, "error": error.name}
+        return tags
 
     def request_failed(self, api: str, req: Any) -> None:
         """A handler raised on one request (a bug, or broken storage): log it with its traceback and count it.
@@ -114,9 +118,19 @@ class PartitionTelemetry:
                       extra={"group": group[:_MAX_ID_IN_LOG] if isinstance(group, str) else None})
 
     def requests(self, calls: Sequence[tuple[str, Any]], responses: Sequence[Any], seconds: float) -> None:
-        """The requests of one `batch` call, all answered after `seconds`."""
+        """The requests of one `batch` call, all answered after `seconds`: counted once per API and error."""
+        counts: dict[tuple[str, Errors], int] = {}
+        errors: dict[int, Errors] = {}  # a batch's heartbeat answers are mostly one shared object
         for (api, req), response in zip(calls, responses, strict=True):
-            self.request(api, req, response, seconds)
+            error = errors.get(id(response))
+            if error is None:
+                error = errors[id(response)] = response_error(response)
+            counts[api, error] = counts.get((api, error), 0) + 1
+            if error != Errors.NONE and log.isEnabledFor(logging.INFO):
+                self._log_failed(api, req, error)
+        if self._latency is not None:
+            for (api, error), n in counts.items():
+                self._latency.observe(seconds, self._tags_of(api, error), n)
 
     @staticmethod
     def _log_failed(api: str, req: Any, error: Errors) -> None:
@@ -170,6 +184,7 @@ class PartitionTelemetry:
         durations = self.metrics["groupcoord_rebalance_duration_seconds"]
         for ms in stats.take_rebalance_durations():
             durations.observe(ms / 1000)
+        self.metrics["groupcoord_request_latency_seconds"].publish()
         self._publish_gauges(coord.gauges())
         self._publish_log()
         self._publish_loop_failures()

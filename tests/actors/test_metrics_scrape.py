@@ -6,6 +6,7 @@ down first and its own down at the end, so the next module's `ray_local` starts 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -86,6 +87,13 @@ def test_scraped_counters_and_gauges_match_the_traffic(svc, metrics_port):
     assert total(samples, "ray_groupcoord_offset_commits_total", partition=other) == 0
     assert total(samples, "ray_groupcoord_request_latency_seconds_count", partition=part, api="join_group",
                  error="MEMBER_ID_REQUIRED") == MEMBERS
+    # Its buckets are cumulative up to +Inf, which holds every commit, and its sum is their latencies' (> 0).
+    buckets = sorted((float(lab["le"]), v) for n, lab, v in samples
+                     if n == "ray_groupcoord_request_latency_seconds_bucket" and lab.get("partition") == part
+                     and lab.get("api") == "commit_offsets" and lab.get("error") == "NONE")
+    assert [le for le, _ in buckets][-1] == float("inf") and buckets[-1][1] == COMMITS
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(buckets))
+    assert total(samples, "ray_groupcoord_request_latency_seconds_sum", partition=part, api="commit_offsets") > 0
     # Gauges of the shard: one Stable group, the committed offsets, one completed rebalance with its duration.
     assert total(samples, "ray_groupcoord_groups", partition=part, state="Stable") == 1
     assert total(samples, "ray_groupcoord_offsets", partition=part) == PER_COMMIT

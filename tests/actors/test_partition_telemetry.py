@@ -6,13 +6,13 @@ import asyncio
 from collections import defaultdict
 from types import SimpleNamespace
 
-from groupcoord.actors.service.metrics import BY_NAME
+from groupcoord.actors.service.metrics import BY_NAME, LATENCY_BOUNDARIES, CountedHistogram
 from groupcoord.actors.service.partition_runtime import _compaction_is_fatal
 from groupcoord.actors.service.spec import Observability
 from groupcoord.actors.service.supervisor import LoopSupervisor
 from groupcoord.actors.service.telemetry import PartitionTelemetry
-from groupcoord.protocol import GroupConfig, ManualClock, OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.messages import OffsetCommitRequest
+from groupcoord.protocol import Errors, GroupConfig, ManualClock, OffsetAndMetadata, TopicPartition
+from groupcoord.protocol.messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitRequest
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import PartitionLog
 from groupcoord.storage.errors import CompactionError
@@ -47,7 +47,12 @@ def telemetry_over(tmp_path, **log_options):
     runtime = SimpleNamespace(coord=coord, log=plog, load_ms=12.0, records_replayed=0, log_bytes=lambda: 4096,
                               supervisor=supervisor)
     telemetry = PartitionTelemetry(0, runtime, Observability(metrics=False))
-    recorded = {name: Recorded(spec.kind) for name, spec in BY_NAME.items()}
+    recorded: dict = {name: Recorded(spec.kind) for name, spec in BY_NAME.items() if not spec.counted_here}
+
+    def gauge(name: str, _tags: tuple) -> Recorded:
+        return recorded.setdefault(name, Recorded("gauge"))
+
+    recorded.update({name: CountedHistogram(spec, gauge) for name, spec in BY_NAME.items() if spec.counted_here})
     telemetry.metrics = recorded  # what RayMetrics would be inside a Ray worker
     assert telemetry.set_recording(True)
     return telemetry, coord, plog, recorded
@@ -82,6 +87,31 @@ def test_counters_advance_by_what_happened_since_the_last_publish(tmp_path):
     assert rate is not None and rate >= 0
 
 
+LATENCY = "groupcoord_request_latency_seconds"
+
+
+def test_request_latencies_are_counted_per_request_and_published_as_running_totals(tmp_path):
+    telemetry, _, _, recorded = telemetry_over(tmp_path)
+    ok, late = HeartbeatResponse(Errors.NONE), HeartbeatResponse(Errors.REBALANCE_IN_PROGRESS)
+    calls = [("heartbeat", HeartbeatRequest("g", 1, f"m{i}")) for i in range(500)]
+    telemetry.requests(calls, [late if i % 100 == 0 else ok for i in range(500)], 0.002)  # on a bound: le="0.002"
+    telemetry.request("heartbeat", calls[0][1], ok, 0.3)
+    telemetry.publish()
+
+    def bucket(le: str, error: str = "NONE") -> float:
+        return value(recorded, LATENCY + "_bucket", api="heartbeat", error=error, le=le)
+
+    assert [bucket(le) for le in ("0.001", "0.002", "0.2", "0.5", "+Inf")] == [0, 495, 495, 496, 496]
+    assert value(recorded, LATENCY + "_count", api="heartbeat", error="NONE") == 496
+    assert value(recorded, LATENCY + "_sum", api="heartbeat", error="NONE") == 495 * 0.002 + 0.3
+    assert bucket("+Inf", "REBALANCE_IN_PROGRESS") == 5
+    assert len([k for k in recorded[LATENCY + "_bucket"].values if dict(k)["error"] == "NONE"]) == \
+        len(LATENCY_BOUNDARIES) + 1
+    telemetry.requests(calls[:10], [ok] * 10, 0.0001)
+    telemetry.publish()
+    assert bucket("0.001") == 10 and bucket("+Inf") == 506  # the totals only grow
+
+
 def test_compactions_are_published_once_with_duration_and_bytes_reclaimed(tmp_path):
     telemetry, coord, plog, recorded = telemetry_over(tmp_path, segment_bytes=600, min_compaction_bytes=0)
     for i in range(30):
@@ -103,11 +133,13 @@ def test_paused_metrics_record_nothing_and_resume_from_the_totals(tmp_path):
     commit(coord, "g", 1)
     telemetry.publish()
     telemetry.flushed(0.001, 5)
+    telemetry.request("heartbeat", HeartbeatRequest("g", 1, "m"), HeartbeatResponse(Errors.NONE), 0.001)
     assert recorded["groupcoord_offset_commits_total"].values == {}
     assert recorded["groupcoord_log_flush_seconds"].observations == []
     telemetry.set_recording(True)
     telemetry.publish()
     assert value(recorded, "groupcoord_offset_commits_total") == 5
+    assert recorded[LATENCY + "_count"].values == {}  # the paused heartbeat was not counted
 
 
 def test_lag_series_that_disappear_are_set_to_nan(tmp_path):
