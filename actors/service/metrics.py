@@ -222,8 +222,7 @@ class RayMetrics:
             elif spec.kind == "gauge":
                 metric = tagged(metrics.Gauge(spec.name, spec.description, tag_keys=spec.tags), spec.tags)
             elif spec.counted_here:
-                description = spec.description
-                metric = CountedHistogram(spec, lambda name, tags, d=description: tagged(
+                metric = CountedHistogram(spec, lambda name, tags, d=spec.description: tagged(
                     metrics.Gauge(name, d, tag_keys=tags), tags))
             else:
                 metric = tagged(metrics.Histogram(spec.name, spec.description, list(spec.boundaries),
