@@ -20,9 +20,9 @@ from numba import njit
 
 from groupcoord.protocol.records import GroupMetadataKey, records_from_objs
 from groupcoord.storage.columnar import EntryBlock
-from groupcoord.storage.msgpack_scan import COMMIT as _COMMIT
-from groupcoord.storage.msgpack_scan import GROUP as _GROUP
-from groupcoord.storage.msgpack_scan import parse_records
+from groupcoord.storage.kernels import kernels
+from groupcoord.storage.scan_layout import COMMIT as _COMMIT
+from groupcoord.storage.scan_layout import GROUP as _GROUP
 
 from .rows import add_group_row, records_to_tables
 from .schema import COMMITS_SCHEMA, GROUPS_SCHEMA
@@ -68,7 +68,7 @@ def decode_block(block: EntryBlock, log_partition: int) -> tuple[pa.Table, pa.Ta
     spans = np.zeros((8, n), np.int64)
     ints = np.zeros((6, n), np.int64)
     ends = np.frombuffer(block.payload_ends, np.int64)
-    bad = parse_records(buf, ends, counts, kind, spans, ints, False) if n else -1
+    bad = kernels().parse_records(buf, ends, counts, kind, spans, ints, False) if n else -1
     if bad >= 0:
         log.warning("log partition %d: record %d of a block is not in the layout the columnar decoder knows; "
                     "decoding the block record by record", log_partition, bad)

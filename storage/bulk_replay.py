@@ -31,23 +31,8 @@ from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_
 
 from .columnar import EntryBlock, LogPosition, read_entries
 from .errors import CorruptLogError
-from .msgpack_scan import parse_records
-from .replay_kernels import (
-    ARENA,
-    EVENTS,
-    FOLDED,
-    HASHED,
-    NAMES,
-    PAIRS,
-    SLOTS,
-    TOO_SPARSE,
-    counting_order,
-    fill_partition_index,
-    index_records,
-    rehash_keys,
-    rehash_names,
-    rehash_pairs,
-)
+from .kernels import Kernels, kernels
+from .scan_layout import ARENA, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SLOTS, TOO_SPARSE
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +57,8 @@ def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
 class _Keys:
     """The scan's state across blocks: names, pairs and offset-key slots with their last values."""
 
-    def __init__(self) -> None:
+    def __init__(self, compiled: Kernels) -> None:
+        self.kernels = compiled
         self.counts = np.zeros(9, np.int64)
         self.arena = np.empty(1 << 16, np.uint8)
         self.name_start, self.name_len = np.empty(1024, np.int64), np.empty(1024, np.int64)
@@ -102,7 +88,7 @@ class _Keys:
             self.name_start, self.name_len = _grown(self.name_start, size), _grown(self.name_len, size)
             self.name_hash, self.last_seg = _grown(self.name_hash, size), _grown(self.last_seg, size, -1)
             self.ntab = np.full(2 * size, -1, np.int64)
-            rehash_names(self.ntab, self.name_hash, c[NAMES])
+            self.kernels.rehash_names(self.ntab, self.name_hash, c[NAMES])
         if c[ARENA] + block_bytes > len(self.arena):
             self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[ARENA]) + block_bytes))
         if 2 * (c[PAIRS] + 1) > len(self.ptab) or c[PAIRS] + 1 > len(self.pair_key):
@@ -110,11 +96,11 @@ class _Keys:
             self.pair_key = _grown(self.pair_key, size)
             self.pair_base, self.pair_cap = _grown(self.pair_base, size, 0), _grown(self.pair_cap, size, 0)
             self.ptab = np.full(2 * size, -1, np.int64)
-            rehash_pairs(self.ptab, self.pair_key, c[PAIRS])
+            self.kernels.rehash_pairs(self.ptab, self.pair_key, c[PAIRS])
         if 2 * (c[HASHED] + 1) > len(self.ktab):
             self.hashed = _grown(self.hashed, 2 * len(self.hashed))
             self.ktab = np.full(2 * len(self.hashed), -1, np.int64)
-            rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[HASHED])
+            self.kernels.rehash_keys(self.ktab, self.slot_pair, self.slot_part, self.hashed, c[HASHED])
         if c[SLOTS] + DENSE_PARTITIONS + 1 > len(self.state):
             self._reserve(2 * len(self.state))
 
@@ -144,7 +130,8 @@ class _Keys:
             return
         buf = np.frombuffer(block.payload, np.uint8)
         kind, spans, ints, events = self._scratch(n)
-        bad = parse_records(buf, np.frombuffer(block.payload_ends, np.int64), counts, kind, spans, ints, True)
+        ends = np.frombuffer(block.payload_ends, np.int64)
+        bad = self.kernels.parse_records(buf, ends, counts, kind, spans, ints, True)
         if bad >= 0:
             raise _Unsupported(f"record {bad} of a block is not in the layout the bulk scan knows")
         c = self.counts
@@ -153,11 +140,11 @@ class _Keys:
         self._reserve(int(c[SLOTS]) + n + DENSE_PARTITIONS + 1)
         r = 0
         while True:
-            r = index_records(buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len,
-                       self.name_hash, self.ntab, self.last_seg, self.pair_key, self.ptab, self.pair_base,
-                       self.pair_cap, self.slot_pair, self.slot_part, self.ktab, self.hashed, self.state, self.offset,
-                       self.epoch, self.committed, self.expire, self.meta_len, self.meta_start, self.meta_block,
-                       events)
+            r = self.kernels.index_records(
+                buf, kind, spans, ints, r, n, block_no, c, self.arena, self.name_start, self.name_len, self.name_hash,
+                self.ntab, self.last_seg, self.pair_key, self.ptab, self.pair_base, self.pair_cap, self.slot_pair,
+                self.slot_part, self.ktab, self.hashed, self.state, self.offset, self.epoch, self.committed,
+                self.expire, self.meta_len, self.meta_start, self.meta_block, events)
             if r >= n:
                 break
             self._grow(len(block.payload))
@@ -205,7 +192,7 @@ class _Keys:
         pair_order = np.lexsort((pair_topic, pair_group))
         rank = np.empty(len(pair_order), np.int64)
         rank[pair_order] = np.arange(len(pair_order))
-        order = counting_order(rank[pair], len(pair_order))
+        order = self.kernels.counting_order(rank[pair], len(pair_order))
         live, pair, part = live[order], pair[order], part[order]
         group = pair_group[pair]
         group_starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
@@ -217,7 +204,7 @@ class _Keys:
         base = np.zeros(c[PAIRS], np.int64)
         base[pair[run_starts]] = run_base
         index = np.full(int(lengths.sum()), -1, np.int32)
-        fill_partition_index(pair, part, row_in_group, base, index)
+        self.kernels.fill_partition_index(pair, part, row_in_group, base, index)
         # Per group: its runs, where its index starts, and each run's entry in the group's `topics`.
         run_group = group[run_starts]
         group_runs = np.flatnonzero(np.r_[True, run_group[1:] != run_group[:-1]])
@@ -273,10 +260,11 @@ class _Keys:
             store.put(topic, int(self.slot_part[s]), value)
 
 
-def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECORDS) -> BulkLoad | None:
+def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECORDS,
+              compiled: Kernels | None = None) -> BulkLoad | None:
     """A partition log decoded in bulk for GroupCoordinator.load_bulk, or None where only a
-    record-by-record replay will do (see the module docstring)."""
-    keys = _Keys()
+    record-by-record replay will do (see the module docstring); `compiled` defaults to storage.kernels.kernels()."""
+    keys = _Keys(compiled or kernels())
     position: LogPosition | int = 0
     block_no = 0
     try:

@@ -13,11 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Record kinds in the `kind` column: an offset commit, a group metadata record, any other record.
-COMMIT, GROUP, OTHER = 1, 2, 3
-# Rows of the `spans` columns (start and length in the buffer; a length of -1 is nil) and of `ints`.
-SPAN_RECORD, SPAN_GROUP, SPAN_TOPIC, SPAN_METADATA = 0, 2, 4, 6
-INT_PARTITION, INT_OFFSET, INT_EPOCH, INT_COMMIT_TS, INT_EXPIRE_TS, INT_TOMBSTONE = 0, 1, 2, 3, 4, 5
+from .scan_layout import COMMIT, GROUP, OTHER
 
 
 @njit(cache=True, inline="always")

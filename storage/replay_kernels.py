@@ -14,11 +14,8 @@ from numba import njit
 
 from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS
 
-from .msgpack_scan import COMMIT
+from .scan_layout import ARENA, COMMIT, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SEG, SLOTS, TOO_SPARSE
 
-# The scan's counters (a `counts` array): names, arena bytes, pairs and slots in use, the segment number, events,
-# the keys kept in the hash table, the records folded so far, and whether the keys were too sparse (1).
-NAMES, ARENA, PAIRS, SLOTS, SEG, EVENTS, HASHED, FOLDED, TOO_SPARSE = range(9)
 # Partitions below this have a slot in their (group, topic)'s run of slots, indexed by partition (as the
 # column store indexes them); the others are found in a hash table. A log whose runs would take more than
 # SLOTS_PER_RECORD slots per record (a few records each of many topics, at high partitions) is replayed

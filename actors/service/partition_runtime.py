@@ -60,13 +60,20 @@ def _ignore_flush(_seconds: float, _records: int) -> None:
     pass
 
 
-# Below this many offsets in its log a partition replays record by record: the bulk scan's fixed cost (importing
-# numba and loading its compiled code, about 0.55 CPU-s) is more than replaying that many records (about 0.5 s).
-BULK_REPLAY_MIN_RECORDS = 250_000
+# Below this many records in its log a partition replays record by record. With the scan kernels precompiled
+# (storage.kernels) the bulk scan has no fixed cost to speak of; without them, importing numba and loading its
+# compiled code (about 0.55 CPU-s) is more than replaying 250,000 records.
+BULK_REPLAY_MIN_RECORDS = 5_000
+BULK_REPLAY_MIN_RECORDS_NUMBA = 250_000
 
 
 def _bulk_plan(plog: PartitionLog) -> BulkLoad | None:
-    """The log decoded in bulk (None where the scan cannot); numba is imported only by a partition that needs it."""
+    """The log decoded in bulk, if it is long enough to gain (None where not, or where the scan cannot)."""
+    from groupcoord.storage import kernels
+
+    least = BULK_REPLAY_MIN_RECORDS if kernels.precompiled() else BULK_REPLAY_MIN_RECORDS_NUMBA
+    if plog.end_offset < least:
+        return None
     from groupcoord.storage.bulk_replay import bulk_load
 
     return bulk_load(plog.directory)
@@ -116,7 +123,7 @@ class PartitionRuntime:
         gc.disable()  # replay allocates the long-lived state and no garbage cycles
         try:
             # A long log decoded by column, only live offsets built; record by record where the bulk scan cannot.
-            plan = _bulk_plan(plog) if plog.end_offset >= BULK_REPLAY_MIN_RECORDS else None
+            plan = _bulk_plan(plog)
             if plan is not None:
                 coord.load_bulk(plan)
                 count, self.load_mode = plan.records, "bulk"

@@ -48,6 +48,7 @@ def test_a_short_log_replays_record_by_record_and_a_long_one_by_column_to_the_sa
     asyncio.run(_write(tmp_path))
     mode, by_record, _ = asyncio.run(_reload(tmp_path))
     monkeypatch.setattr(partition_runtime, "BULK_REPLAY_MIN_RECORDS", 10)
+    monkeypatch.setattr(partition_runtime, "BULK_REPLAY_MIN_RECORDS_NUMBA", 10)
     bulk_mode, by_column, status = asyncio.run(_reload(tmp_path))
     assert (mode, bulk_mode) == ("records", "bulk")
     assert by_column == by_record and by_record["g4"] == {}

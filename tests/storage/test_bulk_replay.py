@@ -20,7 +20,7 @@ from groupcoord.protocol.records import (
     OffsetCommitValue,
     Record,
 )
-from groupcoord.storage import PartitionLog
+from groupcoord.storage import PartitionLog, kernels
 from groupcoord.storage.bulk_replay import bulk_load
 from groupcoord.storage.errors import CorruptLogError
 from groupcoord.storage.framing import frame_entry
@@ -71,13 +71,16 @@ def _state(coord: GroupCoordinator) -> dict:
             "has": {g: coord.offsets.has_offsets(g) for g in GROUPS}}
 
 
+@pytest.mark.parametrize("kind", ["precompiled", "numba"])
 @pytest.mark.parametrize("seed", range(12))
-def test_a_bulk_load_leaves_the_state_a_record_by_record_load_leaves(tmp_path: Path, seed: int) -> None:
+def test_a_bulk_load_leaves_the_state_a_record_by_record_load_leaves(tmp_path: Path, seed: int, kind: str) -> None:
+    compiled = kernels.precompiled() if kind == "precompiled" else kernels.numba_kernels()
+    assert compiled is not None and compiled.kind == kind
     rng = random.Random(seed)
     written = _write(tmp_path / "log", rng, rng.choice([50, 400, 1500]))
     one_by_one = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
     one_by_one.load(written)
-    plan = bulk_load(tmp_path / "log", block_records=rng.choice([7, 64, 100_000]))
+    plan = bulk_load(tmp_path / "log", block_records=rng.choice([7, 64, 100_000]), compiled=compiled)
     assert plan is not None and plan.records == len(written)
     bulk = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
     bulk.load_bulk(plan)
