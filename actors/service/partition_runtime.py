@@ -22,7 +22,8 @@ from groupcoord.protocol import Deferred
 from groupcoord.protocol.offsets.columns import BulkLoad
 from groupcoord.protocol.shard.clock import due_ms_of
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
-from groupcoord.storage import PartitionLog, StorageRoot
+from groupcoord.storage import PartitionLog, StorageRoot, kernels
+from groupcoord.storage.bulk_replay import bulk_load
 from groupcoord.storage.errors import CompactionError, LogClosedError
 
 from .names import ROUTER_NAME
@@ -69,13 +70,9 @@ BULK_REPLAY_MIN_RECORDS_NUMBA = 250_000
 
 def _bulk_plan(plog: PartitionLog) -> BulkLoad | None:
     """The log decoded in bulk, if it is long enough to gain (None where not, or where the scan cannot)."""
-    from groupcoord.storage import kernels
-
     least = BULK_REPLAY_MIN_RECORDS if kernels.precompiled() else BULK_REPLAY_MIN_RECORDS_NUMBA
     if plog.end_offset < least:
         return None
-    from groupcoord.storage.bulk_replay import bulk_load
-
     return bulk_load(plog.directory)
 
 
