@@ -164,10 +164,7 @@ def replay_20k(data: Path) -> Workload:
 
 
 def columnar_read(data: Path) -> Workload:
-    """Read the 20,000 records' entries in bulk for the columnar decoder (storage's half of columnar decoding).
-
-    The decoder's compiled pass (numba) is not counted: importing numba under valgrind alone takes minutes.
-    """
+    """Read the 20,000 records' entries in bulk for the columnar decoder (storage's half of columnar decoding)."""
     from groupcoord.storage.columnar import read_entries
 
     directory = str(data / "replay")
@@ -178,12 +175,36 @@ def columnar_read(data: Path) -> Workload:
     return run
 
 
+def bulk_replay_20k(data: Path) -> Workload:
+    """Decode the 20,000 records' log in bulk (the compiled scan, as a restarting actor does) into a fresh shard.
+
+    It counts the precompiled kernels (storage.kernels): numba's JIT would take minutes to import under valgrind.
+    """
+    from groupcoord.storage import kernels
+    from groupcoord.storage.bulk_replay import bulk_load
+
+    compiled = kernels.precompiled()
+    if compiled is None:
+        raise RuntimeError("the scan kernels are not precompiled: run `make kernels`")
+    directory = str(data / "replay")
+
+    def run() -> object:
+        coord = GroupCoordinator(_CONFIG, ManualClock(1_700_000_000_000), MemoryLog())
+        plan = bulk_load(directory, compiled=compiled)
+        assert plan is not None
+        coord.load_bulk(plan)
+        return coord
+
+    return run
+
+
 WORKLOADS: dict[str, Callable[[Path], Workload]] = {
     "commit_apply": commit_apply,
     "heartbeat": heartbeat,
     "join_sync_1000": join_sync_1000,
     "replay_20k": replay_20k,
     "columnar_read": columnar_read,
+    "bulk_replay_20k": bulk_replay_20k,
 }
 
 
