@@ -116,7 +116,7 @@ class JoinGroupHandler(GroupRebalancer):
             self._rebalance_timeout(req),
             req.session_timeout_ms,
             req.protocol_type,
-            tuple((n, bytes(m)) for n, m in req.protocols),
+            group.shared_protocols(req.protocols),
         )
         member.is_new = True
         if group.in_state(PREPARING) and group.previous_state == EMPTY:
@@ -131,7 +131,7 @@ class JoinGroupHandler(GroupRebalancer):
     ) -> None:
         replaced = group.update_member(
             member,
-            tuple((n, bytes(m)) for n, m in req.protocols),
+            group.shared_protocols(req.protocols),
             self._rebalance_timeout(req),
             req.session_timeout_ms,
             result,
@@ -151,7 +151,7 @@ class JoinGroupHandler(GroupRebalancer):
         self._schedule_heartbeat(group, member, member.session_timeout_ms)
         group.update_member(
             member,
-            tuple((n, bytes(m)) for n, m in req.protocols),
+            group.shared_protocols(req.protocols),
             self._rebalance_timeout(req),
             req.session_timeout_ms,
             result,

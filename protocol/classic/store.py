@@ -141,7 +141,7 @@ class GroupStore:
                 rebalance,
                 m.session_timeout,
                 group.protocol_type or "",
-                ((value.protocol or "", bytes(m.subscription)),),
+                group.shared_protocols(((value.protocol or "", m.subscription),)),
                 bytes(m.assignment),
             )
             group.add(member)

@@ -2,6 +2,7 @@
 
 from shard_context import GROUP, REBALANCE_MS, ShardContext
 
+from groupcoord.protocol.classic.group import Member, generate_member_id
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.messages import JoinGroupMember
 
@@ -141,3 +142,43 @@ def test_a_rejoined_member_leads_when_the_leader_does_not_rejoin():
     r = rejoin.result()
     assert (r.error, r.generation_id, r.leader) == (Errors.NONE, 2, follower_id)
     assert {m.member_id for m in r.members} == {leader_id, follower_id}
+
+
+def test_members_with_the_same_subscription_share_one_copy_of_it_and_of_their_host():
+    ctx = ShardContext()
+    subscription = (("range", b"orders-0,orders-1"), ("roundrobin", b"rr"))
+    pending = dict(ctx.join(protocols=subscription, client_host="".join(["/10.0.0.", "7"])) for _ in range(3))
+    other, last = ctx.join(protocols=(("range", b"payments"),))
+    ctx.advance(3_000)
+    ctx.advance(3_000)
+    joined = list(pending)
+    ctx.sync_all(ctx.generation_of({m: d.result() for m, d in {**pending, other: last}.items()}))
+    members = ctx.group().members
+    first, *rest = (members[m] for m in joined)
+    assert all(m.protocols is first.protocols and m.client_host is first.client_host for m in rest)
+    assert first.protocols == subscription and members[other].protocols == (("range", b"payments"),)
+    # Replay shares them the same way (the group record keeps the chosen protocol's metadata per member).
+    replayed = ctx.restart().group().members
+    firsts = [replayed[m] for m in joined]
+    assert all(m.protocols is firsts[0].protocols for m in firsts[1:])
+    assert firsts[0].protocols == (("range", b"orders-0,orders-1"),)
+
+
+def test_a_member_id_made_from_the_client_id_keeps_no_second_copy_of_it():
+    def member(member_id: str, instance_id: str | None = None) -> Member:
+        return Member(member_id, instance_id, "app-1", "/10.0.0.7", 1000, 1000, "consumer", ())
+
+    dynamic = member(generate_member_id("app-1", None))
+    static = member(generate_member_id("app-1", "instance-a"), "instance-a")
+    given = member("app-1-not-a-generated-id")
+    assert dynamic._client_id is None and static._client_id == given._client_id == "app-1"
+    assert dynamic.client_id == static.client_id == given.client_id == "app-1"
+    # Describe, the group record and a restart all read it back.
+    ctx = ShardContext()
+    pending = dict(ctx.join(client_id="consumer-7") for _ in range(2))
+    ctx.advance(3_000)
+    ctx.advance(3_000)
+    ctx.sync_all(ctx.generation_of({m: d.result() for m, d in pending.items()}))
+    assert [m.client_id for m in ctx.describe().members] == ["consumer-7"] * 2
+    assert [m.client_id for m in ctx.restart().describe().members] == ["consumer-7"] * 2
+    assert all(m._client_id is None for m in ctx.group().members.values())
