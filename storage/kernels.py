@@ -82,6 +82,8 @@ def _checked(name: str, fn: Callable[..., Any], args: tuple[str, ...]) -> Callab
     arrays = [(i, np.dtype(t[:2]), t.count(",") + 1) for i, t in enumerate(args) if "[" in t]
 
     def call(*values: Any) -> Any:
+        if len(values) != len(args):
+            raise TypeError(f"{name} takes {len(args)} arguments, not {len(values)}")
         for i, dtype, ndim in arrays:
             a = values[i]
             if not (type(a) is np.ndarray and a.dtype == dtype and a.ndim == ndim and a.flags.c_contiguous):

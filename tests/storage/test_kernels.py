@@ -47,6 +47,13 @@ def test_an_argument_of_the_wrong_kind_is_refused_before_the_kernel_runs(at: int
         compiled.parse_records(*args)
 
 
+def test_a_call_with_an_argument_missing_is_refused() -> None:
+    compiled = kernels.precompiled()
+    assert compiled is not None
+    with pytest.raises(TypeError, match="parse_records takes 7 arguments, not 6"):
+        compiled.parse_records(*_scan_args()[:6])
+
+
 def test_a_module_built_from_other_source_is_not_used(caplog) -> None:
     class Stale:
         @staticmethod
