@@ -16,7 +16,7 @@ venv: $(STAMP)
 
 # The replay's scan kernels compiled ahead of time (storage/kernels.py says why); a no-op when current.
 kernels: $(STAMP)
-	$(BIN)/python -m groupcoord.storage.kernels_build
+	$(BIN)/python -m groupcoord.actors.tools.build_kernels
 
 # mypy reads protocol/ and storage/ as groupcoord.protocol and groupcoord.storage through links (see [tool.mypy]).
 MYPY_SRC := $(VENV)/mypy-src/groupcoord

@@ -2,7 +2,7 @@
 
 A restarting partition actor is a fresh process. Importing numba and loading its cached code there costs
 about 0.5 s before the first record is read, more than the bulk scan of a million records. So
-storage.kernels_build (run by `make`) compiles the kernels of storage.msgpack_scan and
+groupcoord.actors.tools.build_kernels (run by `make`) compiles the kernels of storage.msgpack_scan and
 storage.replay_kernels ahead of time into an extension module that needs no numba to load. The module
 carries a digest of the source it was built from; a missing, unloadable or stale one is not used, and the
 same kernels are compiled by numba instead (cached on disk, as before), so results never depend on which
@@ -100,11 +100,11 @@ def precompiled_kernels(module: ModuleType | None = None) -> Kernels | None:
     try:
         module = module or importlib.import_module(f"{__package__}.{AOT_MODULE}")
     except ImportError as e:
-        log.info("no precompiled scan kernels (%s); numba compiles them (make runs storage.kernels_build)", e)
+        log.info("no precompiled scan kernels (%s); numba compiles them (`make kernels` builds them)", e)
         return None
     if module.source_digest() != source_digest():
         log.warning("the precompiled scan kernels were built from other source; numba compiles them instead "
-                    "(run `python -m groupcoord.storage.kernels_build`, which make runs)")
+                    "(run `make kernels`)")
         return None
     return Kernels("precompiled", **{name: _checked(name, getattr(module, name), args)
                                      for name, (_, _, args) in SIGNATURES.items()})

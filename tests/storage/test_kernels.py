@@ -1,4 +1,4 @@
-"""The scan kernels precompiled by `make` (storage.kernels_build) are the ones a process runs, load without
+"""The scan kernels precompiled by `make` (actors/tools/build_kernels.py) are the ones a process runs, load without
 numba, refuse arrays of the wrong kind instead of reading past them, and are not used once their source changed."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from groupcoord.storage import kernels
 
 def test_the_precompiled_kernels_are_built_current_and_chosen() -> None:
     compiled = kernels.precompiled()
-    assert compiled is not None, "run `make kernels` (python -m groupcoord.storage.kernels_build)"
+    assert compiled is not None, "run `make kernels` (python -m groupcoord.actors.tools.build_kernels)"
     assert kernels.kernels() is compiled and compiled.kind == "precompiled"
 
 

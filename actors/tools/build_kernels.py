@@ -1,7 +1,7 @@
-"""Compile the scan kernels ahead of time (numba.pycc) into storage's precompiled module; `make` runs this.
+"""Compile storage's scan kernels ahead of time (numba.pycc) into its precompiled module; `make` runs this.
 
-`python -m groupcoord.storage.kernels_build [--force]` does nothing when the module there is current
-(its digest matches the source), and otherwise takes about 10 s. See storage.kernels for why.
+`python -m groupcoord.actors.tools.build_kernels [--force]` does nothing when the module there is current
+(its digest matches the source), and otherwise takes about 10 s. See groupcoord.storage.kernels for why.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import time
 import warnings
 from pathlib import Path
 
-from .kernels import AOT_MODULE, SIGNATURES, precompiled_kernels, source_digest
+from groupcoord.storage import kernels
+from groupcoord.storage.kernels import AOT_MODULE, SIGNATURES, precompiled_kernels, source_digest
 
 log = logging.getLogger(__name__)
 
-HERE = Path(__file__).parent
+STORAGE = Path(kernels.__file__).parent
 
 
 def is_current() -> bool:
@@ -28,7 +29,7 @@ def is_current() -> bool:
     return precompiled_kernels() is not None
 
 
-def build(out_dir: Path = HERE) -> Path:
+def build(out_dir: Path = STORAGE) -> Path:
     """Compile every kernel of SIGNATURES, and the source digest, into `out_dir`; the module's path."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba.pycc's pending deprecation: it is what compiles without a JIT
@@ -44,7 +45,7 @@ def build(out_dir: Path = HERE) -> Path:
         cc.output_dir = tmp
         cc.verbose = False
         for name, (module, result, args) in SIGNATURES.items():
-            kernel = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+            kernel = getattr(importlib.import_module(f"groupcoord.storage.{module}"), name)
             cc.export(name, f"{result}({', '.join(args)})")(kernel.py_func)
         cc.export("source_digest", "i8()")(_source_digest)
         cc.compile()
@@ -56,7 +57,7 @@ def build(out_dir: Path = HERE) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the precompiled kernels unless they are current (or --force)."""
-    parser = argparse.ArgumentParser(prog="python -m groupcoord.storage.kernels_build", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m groupcoord.actors.tools.build_kernels", description=__doc__)
     parser.add_argument("--force", action="store_true", help="build even if the module is current")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
