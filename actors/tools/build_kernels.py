@@ -1,7 +1,7 @@
 """Compile storage's scan kernels ahead of time (numba.pycc) into its precompiled module; `make` runs this.
 
 `python -m groupcoord.actors.tools.build_kernels [--force]` does nothing when the module there is current
-(its digest matches the source), and otherwise takes about 10 s. See groupcoord.storage.kernels for why.
+(its digest matches the source) and otherwise takes about 10 s. See groupcoord.storage.kernels for why.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ STORAGE = Path(kernels.__file__).parent
 
 
 def is_current() -> bool:
-    """Whether the precompiled module here loads and was built from the current source."""
+    """Whether storage's precompiled module loads and was built from the current source."""
     return precompiled_kernels() is not None
 
 
