@@ -10,7 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from groupcoord.storage import kernels
+from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.storage import PartitionLog, kernels
+
+T0 = 1_700_000_000_000
 
 
 def test_the_precompiled_kernels_are_built_current_and_chosen() -> None:
@@ -20,12 +23,19 @@ def test_the_precompiled_kernels_are_built_current_and_chosen() -> None:
 
 
 def test_a_bulk_load_in_a_fresh_process_never_imports_numba(tmp_path) -> None:
-    code = ("import sys; from groupcoord.storage.bulk_replay import bulk_load; "
-            "from groupcoord.storage import kernels; "
+    # Every kernel runs: records to scan and fold, and live offsets to order and index.
+    with PartitionLog(tmp_path, sync="never", clock=lambda: T0) as plog:
+        for i in range(30):
+            plog.append([Record(OffsetCommitKey(f"g{i % 3}", "t", p), OffsetCommitValue(i, -1, "", T0, -1))
+                         for p in range(10)])
+        plog.flush()
+    code = ("import sys; from groupcoord.protocol import TopicPartition; "
+            "from groupcoord.storage.bulk_replay import bulk_load; from groupcoord.storage import kernels; "
             f"plan = bulk_load({str(tmp_path)!r}); "
-            "print(kernels.kernels().kind, plan.records, 'numba' in sys.modules)")
+            "print(kernels.kernels().kind, plan.records, plan.offsets['g2'][TopicPartition('t', 9)].offset, "
+            "'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.split() == ["precompiled", "0", "False"]
+    assert out.split() == ["precompiled", "300", "29", "False"]
 
 
 def _scan_args(n: int = 4) -> list:
