@@ -26,7 +26,6 @@ from groupcoord.protocol.consumer.messages import (
 from groupcoord.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
-    DescribedRow,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     HeartbeatRequest,
@@ -48,6 +47,7 @@ from groupcoord.protocol.messages import (
     SyncGroupResponse,
     described_rows,
     listed_rows,
+    pack_described_rows,
 )
 from groupcoord.protocol.responses import error_response
 from groupcoord.protocol.security.snapshot import SecurityConfig
@@ -350,16 +350,14 @@ class GroupApi:
             raise TypeError(f"a ListGroups answer that is not a list of ListedGroups: {resp!r:.200}")
         return int(resp.error), rows
 
-    async def describe_groups_rows(self, req: DescribeGroupsRequest, credentials: Any = None) -> list[DescribedRow]:
-        """DescribeGroups as flat rows: how the router gathers descriptions without building them (see
-        admin_fanout)."""
+    async def describe_groups_packed(self, req: DescribeGroupsRequest, credentials: Any = None) -> bytes:
+        """DescribeGroups as flat rows packed by msgpack: how the router and AdminClient gather descriptions
+        without building them here (see admin_fanout)."""
         resp = await self.requests.call(Api.DESCRIBE_GROUPS, req, credentials, method="describe_groups_rows")
-        if type(resp) is list:
-            return resp
-        rows = described_rows(resp.groups)  # refused as a whole, or with some groups denied
+        rows = resp if type(resp) is list else described_rows(resp.groups)  # refused, or some groups denied
         if rows is None:
             raise TypeError(f"a DescribeGroups answer that is not a list of DescribedGroups: {resp!r:.200}")
-        return rows
+        return pack_described_rows(rows)
 
     async def delete_groups(self, req: DeleteGroupsRequest, credentials: Any = None) -> DeleteGroupsResponse:
         """DeleteGroups: remove empty groups with their offsets; a result per group id."""

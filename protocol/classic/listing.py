@@ -43,7 +43,7 @@ class GroupListingHandler(GroupStore):
 
     def describe(self, group_id: str) -> DescribedGroup:
         """One group's description (Stable: with member metadata; otherwise assignments only)."""
-        _, _, state, protocol_type, protocol_data, members = self.described_row(group_id)
+        _, _, state, protocol_type, protocol_data, members = self.described_rows((group_id,))[0]
         return described_group(Errors.NONE, group_id, state, protocol_type, protocol_data,
                                [described_member(*m) for m in members])
 
@@ -52,20 +52,24 @@ class GroupListingHandler(GroupStore):
         return self.rt.respond(self.described_rows(req.group_ids))
 
     def described_rows(self, group_ids: Sequence[str]) -> list[DescribedRow]:
-        """The descriptions of `group_ids` as the flat rows they cross Ray in, built without the objects."""
-        return [self.described_row(group_id) for group_id in group_ids]
-
-    def described_row(self, group_id: str) -> DescribedRow:
-        """One group's description as a flat row: (error code, group id, state, protocol type, protocol, members),
-        each member (id, instance id, client id, host, metadata of the chosen protocol when Stable, assignment)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return (0, group_id, DEAD.value, "", "", [])
-        stable = group.state is STABLE
-        protocol = group.protocol_name or ""
-        members = [
-            (m.member_id, m.group_instance_id, m.client_id, m.client_host,
-             m.metadata(protocol) if stable else b"", m.assignment)
-            for m in group.members.values()
-        ]
-        return (0, group_id, group.state.value, group.protocol_type or "", protocol if stable else "", members)
+        """The descriptions of `group_ids` as the flat rows they cross Ray in, built without the objects: (error
+        code, group id, state, protocol type, protocol, members), each member (id, instance id, client id, host,
+        metadata of the chosen protocol when Stable, assignment). One loop, as DescribeGroups of 100,000 groups
+        spends most of its time here."""
+        found = self.groups.get
+        rows: list[DescribedRow] = []
+        for group_id in group_ids:
+            group = found(group_id)
+            if group is None:
+                rows.append((0, group_id, DEAD.value, "", "", []))
+                continue
+            if group.state is STABLE:
+                protocol = group.protocol_name or ""
+                members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.metadata(protocol),
+                            m.assignment) for m in group.members.values()]
+            else:
+                protocol = ""
+                members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", m.assignment)
+                           for m in group.members.values()]
+            rows.append((0, group_id, group.state.value, group.protocol_type or "", protocol, members))
+        return rows

@@ -20,6 +20,7 @@ from groupcoord.protocol.messages import (
     ListGroupsResponse,
     describe_response_from_rows,
     descriptions_by_id,
+    pack_described_rows,
 )
 
 
@@ -42,7 +43,7 @@ class _Method:
 class _Partition:
     def __init__(self, listing=None, describe=None) -> None:
         self.list_groups_rows = _Method(listing)
-        self.describe_groups_rows = _Method(describe)
+        self.describe_groups_packed = _Method(describe)
 
 
 def _arrive(holder):
@@ -76,14 +77,14 @@ def _row(group_id: str, state: str = "Stable"):
 
 
 def test_descriptions_come_back_in_request_order_as_a_describe_groups_response():
-    parts = [_Partition(describe=lambda req: [_row(g) for g in req.group_ids]),
-             _Partition(describe=lambda req: [_row(g, "Dead") for g in req.group_ids])]
+    parts = [_Partition(describe=lambda req: pack_described_rows([_row(g) for g in req.group_ids])),
+             _Partition(describe=lambda req: pack_described_rows([_row(g, "Dead") for g in req.group_ids]))]
     calls = [(0, ["x"]), (1, ["y"]), (0, ["z"])]  # a partition's ids may come in several pieces
     got = _arrive(asyncio.run(admin_fanout.describe_groups(parts, calls, ["z", "y", "x"], None)))
     assert type(got) is DescribeGroupsResponse
     assert [(d.group_id, d.group_state) for d in got.groups] == [("z", "Stable"), ("y", "Dead"), ("x", "Stable")]
     assert type(got.groups[0]) is DescribedGroup and got.groups[0].members[0].member_assignment == b"assigned"
-    assert [c[0] for c in parts[0].describe_groups_rows.calls] == [DescribeGroupsRequest(["x"]),
+    assert [c[0] for c in parts[0].describe_groups_packed.calls] == [DescribeGroupsRequest(["x"]),
                                                                     DescribeGroupsRequest(["z"])]
 
 
@@ -94,9 +95,21 @@ def test_a_partitions_ids_go_in_pieces_no_bigger_than_it_accepts():
 
 
 def test_an_admin_client_gets_descriptions_by_group_id_in_request_order_each_once():
-    answers = [[_row("x"), _row("z")], [_row("y", "Dead")]]  # as two partitions answer
+    answers = [pack_described_rows([_row("x"), _row("z")]), pack_described_rows([_row("y", "Dead")])]  # two partitions
     got = descriptions_by_id(answers, ["z", "y", "z", "x", "unasked"])
     assert list(got) == ["z", "y", "x"]  # "unasked" was never answered: no entry, as described_rows_in_order
     rebuilt = describe_response_from_rows([_row("z"), _row("y", "Dead"), _row("x")]).groups
     assert list(got.values()) == rebuilt  # the same objects a DescribeGroupsResponse holds
     assert got["y"].group_state == "Dead" and got["x"].error is Errors.NONE
+
+
+def test_packed_rows_come_back_as_the_same_descriptions():
+    rows = [(0, "grüppe-\udc80", "Stable", "consumer", "range",  # a lone surrogate is carried, not refused
+             [("m-1", None, "client", "/h", b"\x00meta", b""), ("m-2", "static-1", "c2", "/h2", b"", b"\xff")]),
+            (Errors.GROUP_AUTHORIZATION_FAILED.value, "denied", "Dead", "", "", [])]
+    got = descriptions_by_id([pack_described_rows(rows)], ["denied", "grüppe-\udc80"])
+    assert list(got) == ["denied", "grüppe-\udc80"]
+    assert list(got.values()) == describe_response_from_rows([rows[1], rows[0]]).groups
+    assert got["denied"].error is Errors.GROUP_AUTHORIZATION_FAILED
+    assert got["grüppe-\udc80"].members[1].group_instance_id == "static-1"
+    assert type(got["grüppe-\udc80"].members) is list
