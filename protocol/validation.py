@@ -274,7 +274,7 @@ def check(api: str, req: Any, config: Any = None) -> Errors | None:
     a request may carry, protocol metadata over max_metadata_bytes or an assignment over
     max_assignment_bytes get INVALID_REQUEST.
     """
-    if api == Api.HEARTBEAT and _plain_heartbeat(req, config):
+    if api == Api.HEARTBEAT and plain_heartbeat(req, config):
         return None
     if api not in SPECS:
         raise KeyError(f"no validation spec for API {api!r}")
@@ -288,7 +288,7 @@ def check(api: str, req: Any, config: Any = None) -> Errors | None:
 MEMBER_ID_SUFFIX_BYTES = 37
 
 
-def _plain_heartbeat(req: Any, config: Any) -> bool:
+def plain_heartbeat(req: Any, config: Any) -> bool:
     """Whether `req` is a Heartbeat that the full checks would pass and that needs none of them: exact
     types, a dynamic member, ASCII ids (a byte per character) within the limits. Any other goes the long way."""
     if type(req) is not HeartbeatRequest or req.group_instance_id is not None:

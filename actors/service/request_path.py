@@ -77,14 +77,7 @@ _OWNED_CACHE_SIZE = 100_000
 TOPIC_REFRESH_S = 1.0
 
 
-def _group_ids_of(api: str, req: Any) -> list[str]:
-    if api in (Api.DESCRIBE_GROUPS, Api.DELETE_GROUPS, Api.CONSUMER_GROUP_DESCRIBE):
-        ids = getattr(req, "group_ids", ())
-        return [g for g in ids if isinstance(g, str)] if isinstance(ids, (list, tuple)) else []
-    if api == Api.LIST_GROUPS:
-        return []
-    gid = getattr(req, "group_id", None)
-    return [gid] if isinstance(gid, str) else []
+_MANY_GROUPS_APIS = frozenset({Api.DESCRIBE_GROUPS, Api.DELETE_GROUPS, Api.CONSUMER_GROUP_DESCRIBE})
 
 
 class RouterLink:
@@ -156,9 +149,8 @@ class RequestPath:
         response, or the shard's Deferred one."""
         if self.serves is not None and not self.serves():
             return error_response(api, req, Errors.NOT_COORDINATOR)
-        for group_id in _group_ids_of(api, req):
-            if not self.owns(group_id):
-                return error_response(api, req, Errors.NOT_COORDINATOR)
+        if not self._owns_groups_of(api, req):
+            return error_response(api, req, Errors.NOT_COORDINATOR)
         runtime = self.runtime()
         coord = runtime.coord if runtime is not None else None
         if coord is None:
@@ -171,6 +163,14 @@ class RequestPath:
             # The one place an exception becomes an answer: this request's, never its batch's neighbours'.
             self.telemetry.request_failed(api, req)
             return error_response(api, req, Errors.UNKNOWN_SERVER_ERROR)
+
+    def _owns_groups_of(self, api: str, req: Any) -> bool:
+        """Whether this partition owns every group `req` names (a field that is not a str names none)."""
+        if api in _MANY_GROUPS_APIS:
+            ids = getattr(req, "group_ids", ())
+            return not isinstance(ids, (list, tuple)) or all(self.owns(g) for g in ids if isinstance(g, str))
+        group_id = getattr(req, "group_id", None)  # ListGroups has none
+        return not isinstance(group_id, str) or self.owns(group_id)
 
     def owns(self, group_id: str) -> bool:
         """Whether `group_id` hashes to this partition (remembered for the last _OWNED_CACHE_SIZE ids or so)."""

@@ -38,10 +38,10 @@ class HeartbeatLeaveHandler(GroupRebalancer):
         error = self._validate_generation(group, req)
         if error != Errors.NONE:
             return error
-        if group.in_state(EMPTY):
+        if group.state is EMPTY:
             return Errors.UNKNOWN_MEMBER_ID
         self.refresh_session(group, req.member_id)
-        return Errors.REBALANCE_IN_PROGRESS if group.in_state(PREPARING) else Errors.NONE
+        return Errors.REBALANCE_IN_PROGRESS if group.state is PREPARING else Errors.NONE
 
     # --- LeaveGroup ------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class GroupStore:
 
     def _validate_generation(self, group: ClassicGroup, req: SyncGroupRequest | HeartbeatRequest) -> Errors:
         """Dead group, then member identity, then generation: the checks Sync and Heartbeat share."""
-        if group.in_state(DEAD):
+        if group.state is DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE
         error = self.validate_member(group, req.member_id, req.group_instance_id)
         if error != Errors.NONE:

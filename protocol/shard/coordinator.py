@@ -358,6 +358,10 @@ class GroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResponse]:
         """Heartbeat (API key 12); UNKNOWN_MEMBER_ID on a consumer group."""
+        if validation.plain_heartbeat(req, self.config) and self.consumer.get(req.group_id) is None:
+            # The hot path, with what _handle and _classic would do for it done here: a plain heartbeat needs no
+            # other check, and writes no record that the log could refuse.
+            return self.groups.heartbeat(req)
         return self._handle(_HEARTBEAT, req, self._classic(self.groups.heartbeat, _HEARTBEAT))
 
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResponse]:

@@ -12,7 +12,12 @@ from groupcoord.actors.service.spec import Observability
 from groupcoord.actors.service.supervisor import LoopSupervisor
 from groupcoord.actors.service.telemetry import PartitionTelemetry
 from groupcoord.protocol import Errors, GroupConfig, ManualClock, OffsetAndMetadata, TopicPartition
-from groupcoord.protocol.messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitRequest
+from groupcoord.protocol.messages import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
 from groupcoord.protocol.shard.coordinator import GroupCoordinator
 from groupcoord.storage import PartitionLog
 from groupcoord.storage.errors import CompactionError
@@ -110,6 +115,23 @@ def test_request_latencies_are_counted_per_request_and_published_as_running_tota
     telemetry.requests(calls[:10], [ok] * 10, 0.0001)
     telemetry.publish()
     assert bucket("0.001") == 10 and bucket("+Inf") == 506  # the totals only grow
+
+
+def test_a_batch_of_distinct_answers_is_counted_by_api_and_error_and_each_failure_logged(tmp_path, caplog):
+    telemetry, _, _, recorded = telemetry_over(tmp_path)
+    calls = [("heartbeat", HeartbeatRequest("g", 1, f"m{i}")) for i in range(4)] + [
+        ("commit_offsets", OffsetCommitRequest("g", 1, "m0", {TopicPartition("t", 0): OffsetAndMetadata(1)}))]
+    answers = [HeartbeatResponse(Errors.NONE), HeartbeatResponse(Errors.NONE),  # equal, but not one object
+               HeartbeatResponse(Errors.UNKNOWN_MEMBER_ID), HeartbeatResponse(Errors.UNKNOWN_MEMBER_ID),
+               OffsetCommitResponse({TopicPartition("t", 0): Errors.ILLEGAL_GENERATION})]
+    with caplog.at_level("INFO", logger="groupcoord.actors.service.telemetry"):
+        telemetry.requests(calls, answers, 0.01)
+    telemetry.publish()
+    assert value(recorded, LATENCY + "_count", api="heartbeat", error="NONE") == 2
+    assert value(recorded, LATENCY + "_count", api="heartbeat", error="UNKNOWN_MEMBER_ID") == 2
+    assert value(recorded, LATENCY + "_count", api="commit_offsets", error="ILLEGAL_GENERATION") == 1
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == ["heartbeat answered UNKNOWN_MEMBER_ID"] * 2 + ["commit_offsets answered ILLEGAL_GENERATION"]
 
 
 def test_compactions_are_published_once_with_duration_and_bytes_reclaimed(tmp_path):

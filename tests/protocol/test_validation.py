@@ -408,5 +408,5 @@ def test_heartbeats_are_judged_on_their_short_path_exactly_as_the_generic_checks
                     if generic is None and config is not None:
                         generic = validation._limits_error("heartbeat", req, config)
                     assert validation.check("heartbeat", req, config) == generic, req
-                    judged += validation._plain_heartbeat(req, config)
+                    judged += validation.plain_heartbeat(req, config)
     assert judged > 0
