@@ -18,8 +18,8 @@ SHARED_JVM_FOLDERS = {"oracle": (), "spark": ("test_spark_cli.py",)}
 LONGEST_FIRST = (
     "spark", "spark/test_spark_cli.py", "oracle", "bench/test_bench_smoke.py",
     "reliability/test_rel_replication_ray.py", "docs/test_doc_examples.py", "replication/test_sim.py",
-    "bench/test_instructions.py",
-    "reliability/test_rel_disk_ray.py",
+    "bench/test_instructions.py", "storage/test_log_compaction.py",
+    "reliability/test_rel_disk_ray.py", "actors/test_multinode.py",
     "cli/test_cli_commands.py", "reliability/test_rel_bad_input_ray.py", "security/test_security_ray.py",
     "actors/test_partition_actors.py", "reliability/test_rel_load.py", "reliability/test_rel_chaos.py",
     "reliability/test_rel_log_crash.py",
