@@ -398,8 +398,8 @@ def described_rows(groups: object) -> list[DescribedRow] | None:
 
 
 def pack_described_rows(rows: Sequence[DescribedRow]) -> bytes:
-    """DescribeGroups rows as msgpack bytes: how a partition's big answer crosses Ray (packed in C, with no
-    pickle memo of each string, and copied once by Ray as one buffer)."""
+    """DescribeGroups rows as msgpack bytes: how a partition's big answer crosses Ray (packed in C with no
+    pickle memo entry per string; Ray then carries one bytes object)."""
     return msgpack.packb(rows, use_bin_type=True, unicode_errors="surrogatepass")
 
 

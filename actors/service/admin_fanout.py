@@ -6,7 +6,8 @@ responses pickle to anyway) and sends the merged rows on in a holder that unpick
 response itself: no ListedGroup or DescribedGroup is built in the router, only once by the caller.
 A big DescribeGroups (every member's metadata and assignment: 57 MB for 100,000 groups) does not
 cross the router at all: `describe_parts` hands the caller the partitions' answers as object refs.
-Those answers are the rows packed by msgpack, which packs and unpacks them 2-3x faster than pickle.
+Those answers are the rows packed by msgpack: packing them takes a third of pickle's time (no memo entry
+per string), and unpacking about the same as unpickling.
 """
 
 from __future__ import annotations
