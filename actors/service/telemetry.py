@@ -16,7 +16,6 @@ import math
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from groupcoord.protocol import Errors
@@ -45,7 +44,6 @@ _SHARD_COUNTERS = {
 COMPACTION_LOOP = "compaction"
 RATE_WINDOW_S = 60.0  # the commit rate `groupcoord status` shows is over about this long
 _END_OFFSETS_TIMEOUT_S = 10.0  # a router that does not answer delays the lag, never the other metrics
-_API_OF = itemgetter(0)  # of an (api, request) pair
 _MAX_ID_IN_LOG = 256  # a group or member id longer than this is cut in log lines
 MAX_LAG_SERIES = 10_000  # per partition actor; past it only the per-group max and sum lags are exported
 
@@ -121,16 +119,15 @@ class PartitionTelemetry:
 
     def requests(self, calls: Sequence[tuple[str, Any]], responses: Sequence[Any], seconds: float) -> None:
         """The requests of one `batch` call, all answered after `seconds`: counted once per API and error."""
-        # A batch's heartbeat answers are mostly one shared object: count (api, answer) pairs by identity, in C.
-        by_id = dict(zip(map(id, responses), responses, strict=True))
-        errors = {key: response_error(answer) for key, answer in by_id.items()}
         counts: dict[tuple[str, Errors], int] = {}
-        for (api, key), n in Counter(zip(map(_API_OF, calls), map(id, responses), strict=True)).items():
-            counts[api, errors[key]] = counts.get((api, errors[key]), 0) + n
-        if any(e != Errors.NONE for e in errors.values()) and log.isEnabledFor(logging.INFO):
-            for (api, req), response in zip(calls, responses, strict=True):
-                if errors[id(response)] != Errors.NONE:
-                    self._log_failed(api, req, errors[id(response)])
+        errors: dict[int, Errors] = {}  # a batch's heartbeat answers are mostly one shared object
+        for (api, req), response in zip(calls, responses, strict=True):
+            error = errors.get(id(response))
+            if error is None:
+                error = errors[id(response)] = response_error(response)
+            counts[api, error] = counts.get((api, error), 0) + 1
+            if error != Errors.NONE and log.isEnabledFor(logging.INFO):
+                self._log_failed(api, req, error)
         if self._latency is not None:
             for (api, error), n in counts.items():
                 self._latency.observe(seconds, self._tags_of(api, error), n)
