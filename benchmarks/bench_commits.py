@@ -97,6 +97,7 @@ def _cell_result(runs: list[dict], per_commit: int, duration: float) -> dict:
         "p50_ms": common.percentile(latencies, 50) * 1000,
         "p99_ms": common.percentile(latencies, 99) * 1000,
         "errors": sum(r["errors"] for r in runs),
+        "acknowledged": sum(r["acknowledged"] for r in runs),
         "requests_per_call": sum(r.get("requests_per_call", 1.0) for r in runs) / max(1, len(runs)),
         "start_skew_s": max(r["late_s"] for r in runs),
     }

@@ -122,6 +122,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     throttled = [0]
     formation_failures: list = []
     sent_in_window = [0]
+    sent_total = [0]  # heartbeats sent, in the window or not
+    answers_total = [0]  # answers received for them, in the window or not, with or without an error
     in_flight: set[asyncio.Task] = set()
     members: list[_Member] = []
     formed_at = [float("inf")]
@@ -132,6 +134,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         else:
             resps = await asyncio.gather(*(caller(*m.call) for m in due))
         done = time.time()
+        answers_total[0] += len(resps)
         counted = max(start_at, formed_at[0]) <= done <= end[0]
         for m, r in zip(due, resps, strict=True):
             if r.error != Errors.NONE:
@@ -153,6 +156,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
     async def send_one(caller: Any, m: _Member, sent: float) -> None:
         r = await caller(*m.call)
         done = time.time()
+        answers_total[0] += 1
         if r.error != Errors.NONE:
             if m.error is None:
                 m.error = r.error
@@ -178,6 +182,7 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
                 m.max_gap = max(m.max_gap, now - m.last_sent)
                 m.last_sent = now
                 due.setdefault(m.ref.partition, []).append(m)
+                sent_total[0] += 1
             if max(start_at, formed_at[0]) <= now <= end[0]:
                 sent_in_window[0] += sum(len(ms) for ms in due.values())
             for p, ms in due.items():
@@ -244,6 +249,8 @@ async def heartbeat_step(callers: list, groups: list[tuple[str, int, int]], inte
         "answered": answered[0],
         "throttled": throttled[0],
         "sent": sent_in_window[0],
+        "sent_total": sent_total[0],
+        "answers_total": answers_total[0],
         "latencies": latencies,
         "failures": failures,
         "failed_members": len(failed) + len(formation_failures),
@@ -334,6 +341,10 @@ def _run_step(svc: Any, drivers: list, rate: int, batched: bool, sizes: dict, pr
         "members": sum(r["members"] for r in runs),
         "sent_per_s": sent,
         "answered_per_s": answered,
+        # Every heartbeat sent, in the window or not, and every answer to one: a heartbeat left unanswered
+        # (or answered twice) makes them differ, however slow the machine.
+        "sent_total": sum(r["sent_total"] for r in runs),
+        "answers_total": sum(r["answers_total"] for r in runs),
         "served_per_s": served,
         "served_fraction": answered / sent if sent else 0.0,
         "throttled": sum(r["throttled"] for r in runs),

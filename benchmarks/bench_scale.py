@@ -91,8 +91,8 @@ async def random_commits(state: dict, callers: list, n_clients: int, start_at: f
     start_at, end_at, late_s = common.own_window(start_at, end_at, 0.3)
     await asyncio.sleep(max(0.0, start_at - 0.3 - time.time()))
 
-    async def one() -> tuple[int, int, list[float]]:
-        count = errors = 0
+    async def one() -> tuple[int, int, list[float], int]:
+        count = errors = successes = 0
         latencies = []
         offset = 1
         while time.time() < end_at:
@@ -103,13 +103,16 @@ async def random_commits(state: dict, callers: list, n_clients: int, start_at: f
             latency = time.perf_counter() - t
             if any(e != Errors.NONE for e in resp.errors.values()):
                 errors += 1
-            elif start_at <= time.time() <= end_at:
+                continue
+            successes += 1
+            if start_at <= time.time() <= end_at:
                 count += 1
                 latencies.append(latency)
-        return count, errors, latencies
+        return count, errors, latencies, successes
 
     results = await asyncio.gather(*(one() for _ in range(n_clients)))
     return {"requests": sum(r[0] for r in results), "errors": sum(r[1] for r in results),
+            "acknowledged": sum(r[3] for r in results),  # in the window or not
             "latencies": [x for r in results for x in r[2]], "late_s": late_s}
 
 
@@ -125,6 +128,7 @@ def throughput(svc: Any, drivers: list, sz: dict, seed: int) -> dict:
     requests = sum(r["requests"] for r in runs)
     latencies = [x for r in runs for x in r["latencies"]]
     return {"commits_per_s": requests * PER_COMMIT / sz["duration"], "errors": sum(r["errors"] for r in runs),
+            "acknowledged": sum(r["acknowledged"] for r in runs),
             "p50_ms": common.percentile(latencies, 50) * 1000, "p99_ms": common.percentile(latencies, 99) * 1000,
             "start_skew_s": max(r["late_s"] for r in runs)}
 
@@ -165,6 +169,7 @@ def run(args: argparse.Namespace) -> dict:
                         "p50_ms": common.summarize([x["p50_ms"] for x in trials]),
                         "p99_ms": common.summarize([x["p99_ms"] for x in trials]),
                         "errors": sum(x["errors"] for x in trials),
+                        "acknowledged": sum(x["acknowledged"] for x in trials),
                         "groups_per_partition": [s["groups"] for s in
                                                  ray.get([h.status.remote() for h in svc.partitions])],
                     })

@@ -151,10 +151,10 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
     start_at, end_at, late_s = own_window(start_at, end_at, warmup_s)
     await asyncio.sleep(max(0.0, start_at - warmup_s - time.time()))
 
-    async def one(m: MemberRef) -> tuple[int, list[float], int, int]:
+    async def one(m: MemberRef) -> tuple[int, list[float], int, int, int]:
         caller = callers[m.partition]
         tps = [TopicPartition(TOPIC, p) for p in range(per_commit)]
-        count, errors, offset, acked = 0, 0, 0, 0
+        count, errors, offset, acked, successes = 0, 0, 0, 0, 0
         latencies: list[float] = []
         while time.time() < end_at:
             offset += 1
@@ -168,10 +168,11 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
                 errors += 1
                 continue
             acked = offset
+            successes += 1
             if start_at <= done <= end_at:
                 count += 1
                 latencies.append(latency)
-        return count, latencies, errors, acked
+        return count, latencies, errors, acked, successes
 
     results = await asyncio.gather(*(one(m) for m in members))
     calls = sum(c.coalescer.calls for c in coalesced)
@@ -182,6 +183,7 @@ async def commit_loop(callers: Sequence[Any], members: Sequence[MemberRef], per_
         "requests_per_call": sent / calls if calls else 1.0,
         "late_s": late_s,
         "requests": sum(r[0] for r in results),
+        "acknowledged": sum(r[4] for r in results),  # in the window or not
         "latencies": [x for r in results for x in r[1]],
         "errors": sum(r[2] for r in results),
         "last": {m.group: r[3] for m, r in zip(members, results, strict=True)},

@@ -56,11 +56,12 @@ def test_commits(drivers, tmp_path):
     for cell in r["cells"]:
         assert cell["actor"]["errors"] == 0 and cell["actor"]["wrong_after_fetch"] == 0
         for t in cell["actor_trials"] + cell["local_trials"]:
-            assert t["requests"] > 0 and t["commits"] == t["requests"] * cell["per_commit"]
+            # Requests acknowledged at all, not in the window: a loaded machine can stall an actor past a tiny window.
+            assert t["acknowledged"] > 0 and t["commits"] == t["requests"] * cell["per_commit"]
         assert cell["local"] is not None and cell["local"]["wrong_after_fetch"] == 0  # one partition: paired
     assert any(c["coalesced"] for c in r["cells"])
     floors = [c for c in r["cells"] if c["floor"]]  # Ray's echo floor beside the most clients' biggest commits
-    assert floors and all(t["requests"] > 0 and t["errors"] == 0 for c in floors for t in c["floor_trials"])
+    assert floors and all(t["acknowledged"] > 0 and t["errors"] == 0 for c in floors for t in c["floor_trials"])
 
 
 def test_heartbeats(drivers, tmp_path):
@@ -71,14 +72,20 @@ def test_heartbeats(drivers, tmp_path):
     for s in r["steps"]:
         assert s["failed_members"] == 0 and s["missing_members"] == 0 and s["unstable_groups"] == 0
         assert s["members"] == round(s["offered_per_s"] * r["sizes"]["interval_ms"] / 1000)
-        assert 0 < s["served_per_s"] == min(s["answered_per_s"], s["sent_per_s"])  # a backlog is not served twice
-        assert s["actor_cpu_per_s"] > 0 and s["drivers_cpu_per_s"] > 0 and s["actor_us_per_heartbeat"] > 0
+        assert s["served_per_s"] == min(s["answered_per_s"], s["sent_per_s"])  # a backlog is not served twice
+        # Every heartbeat sent was answered once. How many answers fell in the window is timing: a loaded
+        # machine can stall the actor past a tiny step's half-second window (CI did).
+        assert 0 < s["sent_total"] == s["answers_total"]
+        assert s["actor_cpu_per_s"] > 0 and s["drivers_cpu_per_s"] > 0
+        if s["answered_per_s"]:
+            assert s["actor_us_per_heartbeat"] > 0
     assert r["shard"]["heartbeats"] > 0 and r["shard"]["cpu_us_per_heartbeat"] > 0
     # Twice the knee: a row of its own, the actor alive, no member expired that heartbeated in time.
     overload = r["overload"]
     one_group_per_s = r["sizes"]["group_size"] / (r["sizes"]["interval_ms"] / 1000)  # members come in whole groups
     assert abs(overload["offered_per_s"] - 2 * overload["knee_served_per_s"]) <= one_group_per_s
-    assert not overload["crashed"] and overload["false_expiries"] == 0 and overload["served_per_s"] > 0
+    assert not overload["crashed"] and overload["false_expiries"] == 0
+    assert 0 < overload["sent_total"] == overload["answers_total"]
     assert r["crashes"] == 0
 
 
@@ -168,7 +175,7 @@ def test_scale(drivers, tmp_path):
     assert [lv["groups"] for lv in r["levels"]] == levels
     warm_up = 2 * r["sizes"]["partitions"]
     for lv in r["levels"]:
-        assert lv["errors"] == 0 and lv["commits_per_s"]["median"] > 0
+        assert lv["errors"] == 0 and lv["acknowledged"] > 0  # at all: a tiny window can miss them on a loaded machine
         assert sum(lv["groups_per_partition"]) == lv["groups"] + warm_up
 
 
@@ -179,7 +186,10 @@ def test_metrics(drivers, tmp_path):
     assert r["request_cost_us"]["on"]["median"] > 0 and r["request_cost_us"]["off"]["median"] > 0
     for m in r["modes"]:
         assert m["errors"] == 0 and m["wrong_after_fetch"] == 0
-        assert m["off"]["median"] > 0 and m["on"]["median"] > 0 and m["ratio"]["n"] == r["sizes"]["trials"]
+        trials = m["trials"]["off"] + m["trials"]["on"]
+        assert len(trials) == 2 * r["sizes"]["trials"] and all(t["acknowledged"] > 0 for t in trials)
+        # A ratio for each pair whose "off" trial committed in its window (a loaded machine can stall one past it).
+        assert m["ratio"]["n"] == sum(1 for t in m["trials"]["off"] if t["commits_per_s"])
         assert m["cpu_us_per_request"]["on"]["median"] > 0 and m["cpu_ratio"]["n"] == r["sizes"]["trials"]
 
 

@@ -36,3 +36,26 @@ def test_a_client_that_arrives_after_the_window_counts_a_window_of_its_own():
     assert run["errors"] == 0
     assert run["late_s"] >= 5.0
     assert run["last"]["late-group"] >= run["requests"]
+
+
+def test_a_commit_answered_after_the_window_is_acknowledged_but_not_counted(monkeypatch):
+    """An actor stalled past the whole window: no request counts in it, yet each acknowledged one is reported."""
+    start_at = time.time() + 60.0  # own_window (real clock) sees the client on time
+    clock = [start_at - 0.05]  # the loop's clock: it starts at the end of its warm-up
+
+    class StalledClock:
+        @staticmethod
+        def time() -> float:
+            return clock[0]
+
+        perf_counter = time
+
+    async def stalled_caller(method: str, request):
+        clock[0] += 1.0  # each answer comes a second later: after the 0.2 s window has closed
+        return await _accepting_caller(method, request)
+
+    monkeypatch.setattr(clients, "time", StalledClock)
+    member = clients.MemberRef("stalled-group", "member-1", 1, 0)
+    run = asyncio.run(clients.commit_loop([stalled_caller], [member], 2, start_at, start_at + 0.2, warmup_s=0.05))
+    assert run["requests"] == 0 and run["errors"] == 0
+    assert run["acknowledged"] == 1 and run["last"]["stalled-group"] == 1
