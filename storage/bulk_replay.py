@@ -32,11 +32,13 @@ from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_
 from .columnar import EntryBlock, LogPosition, read_entries
 from .errors import CorruptLogError
 from .kernels import Kernels, kernels
-from .scan_layout import ARENA, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SLOTS, TOO_SPARSE
+from .scan_layout import ARENA, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SLOTS, SLOTS_PER_RECORD, TOO_SPARSE
 
 log = logging.getLogger(__name__)
 
 BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
+# At most this many key slots reserved up front (~75 B each, untouched until written); a longer log grows them.
+RESERVED_SLOTS_MAX = 1 << 24
 
 
 class _Unsupported(Exception):
@@ -90,7 +92,8 @@ class _Keys:
             self.ntab = np.full(2 * size, -1, np.int64)
             self.kernels.rehash_names(self.ntab, self.name_hash, c[NAMES])
         if c[ARENA] + block_bytes > len(self.arena):
-            self.arena = _grown(self.arena, max(2 * len(self.arena), int(c[ARENA]) + block_bytes))
+            used = int(c[ARENA])  # the arena's tail was never written: copying it would touch its pages
+            self.arena = _grown(self.arena[:used], max(2 * len(self.arena), used + block_bytes))
         if 2 * (c[PAIRS] + 1) > len(self.ptab) or c[PAIRS] + 1 > len(self.pair_key):
             size = 2 * len(self.pair_key)
             self.pair_key = _grown(self.pair_key, size)
@@ -261,10 +264,16 @@ class _Keys:
 
 
 def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECORDS,
-              compiled: Kernels | None = None) -> BulkLoad | None:
+              compiled: Kernels | None = None, records_at_most: int = 0) -> BulkLoad | None:
     """A partition log decoded in bulk for GroupCoordinator.load_bulk, or None where only a
-    record-by-record replay will do (see the module docstring); `compiled` defaults to storage.kernels.kernels()."""
+    record-by-record replay will do (see the module docstring); `compiled` defaults to storage.kernels.kernels().
+
+    `records_at_most` (the log's end offset, say) sizes the key columns once, up front, for as many slots as
+    its records can take: growing them block by block copies every slot filled so far (for a log of a million
+    live offsets, a fifth of its replay). Pages of the reserve that no slot takes are never touched.
+    """
     keys = _Keys(compiled or kernels())
+    keys._reserve(min(SLOTS_PER_RECORD * records_at_most, RESERVED_SLOTS_MAX) + DENSE_PARTITIONS + 1)
     position: LogPosition | int = 0
     block_no = 0
     try:

@@ -14,13 +14,12 @@ from numba import njit
 
 from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS
 
-from .scan_layout import ARENA, COMMIT, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SEG, SLOTS, TOO_SPARSE
+from .scan_layout import ARENA, COMMIT, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SEG, SLOTS, SLOTS_PER_RECORD, TOO_SPARSE
 
-# Partitions below this have a slot in their (group, topic)'s run of slots, indexed by partition (as the
-# column store indexes them); the others are found in a hash table. A log whose runs would take more than
+# Partitions below DENSE_PARTITIONS have a slot in their (group, topic)'s run of slots, indexed by partition (as
+# the column store indexes them); the others are found in a hash table. A log whose runs would take more than
 # SLOTS_PER_RECORD slots per record (a few records each of many topics, at high partitions) is replayed
 # record by record instead.
-SLOTS_PER_RECORD = 8
 _M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _FNV_BASIS, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)

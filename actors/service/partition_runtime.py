@@ -73,7 +73,7 @@ def _bulk_plan(plog: PartitionLog) -> BulkLoad | None:
     least = BULK_REPLAY_MIN_RECORDS if kernels.precompiled() else BULK_REPLAY_MIN_RECORDS_NUMBA
     if plog.end_offset < least:
         return None
-    return bulk_load(plog.directory)
+    return bulk_load(plog.directory, records_at_most=plog.end_offset)
 
 
 class PartitionRuntime:
