@@ -190,7 +190,7 @@ def bulk_replay_20k(data: Path) -> Workload:
 
     def run() -> object:
         coord = GroupCoordinator(_CONFIG, ManualClock(1_700_000_000_000), MemoryLog())
-        plan = bulk_load(directory, compiled=compiled)
+        plan = bulk_load(directory, compiled=compiled, records_at_most=REPLAY_RECORDS)  # as the runtime sizes it
         assert plan is not None
         coord.load_bulk(plan)
         return coord
