@@ -59,7 +59,7 @@ def _grown(a: np.ndarray, size: int, fill: int | None = None) -> np.ndarray:
 class _Keys:
     """The scan's state across blocks: names, pairs and offset-key slots with their last values."""
 
-    def __init__(self, compiled: Kernels) -> None:
+    def __init__(self, compiled: Kernels, slots: int = 1 << 14) -> None:
         self.kernels = compiled
         self.counts = np.zeros(9, np.int64)
         self.arena = np.empty(1 << 16, np.uint8)
@@ -68,19 +68,27 @@ class _Keys:
         self.ntab = np.full(2048, -1, np.int64)
         self.pair_key, self.ptab = np.empty(1024, np.int64), np.full(2048, -1, np.int64)
         self.pair_base, self.pair_cap = np.zeros(1024, np.int64), np.zeros(1024, np.int64)
-        self.slot_pair, self.slot_part = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
         self.ktab, self.hashed = np.full(1 << 10, -1, np.int64), np.empty(1 << 9, np.int64)
-        self.state = np.zeros(1 << 14, np.int8)
-        self.offset, self.epoch = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
-        self.committed, self.expire = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
-        self.meta_len = np.zeros(1 << 14, np.int64)
-        self.meta_start, self.meta_block = np.empty(1 << 14, np.int64), np.empty(1 << 14, np.int64)
+        try:
+            self._slot_columns(slots)
+        except MemoryError:  # a host that does not overcommit memory: start small, grow block by block
+            log.info("no room to reserve %d key slots up front; they grow as the replay goes", slots)
+            self._slot_columns(1 << 14)
         self._kind, self._event_codes = np.empty(0, np.int8), np.empty(0, np.int64)
         self._spans, self._ints = np.empty(0, np.int64), np.empty(0, np.int64)
         self.names: list[str] = []
         self.metadata: dict[tuple[int, int], str] = {}  # (block, position) -> a live value's metadata, if not empty
         self.events: list[Record | str] = []
         self.records = 0
+
+    def _slot_columns(self, n: int) -> None:
+        """Fresh columns of `n` key slots (untouched pages until a slot is written)."""
+        self.slot_pair, self.slot_part = np.empty(n, np.int64), np.empty(n, np.int64)
+        self.state = np.zeros(n, np.int8)
+        self.offset, self.epoch = np.empty(n, np.int64), np.empty(n, np.int64)
+        self.committed, self.expire = np.empty(n, np.int64), np.empty(n, np.int64)
+        self.meta_len = np.zeros(n, np.int64)
+        self.meta_start, self.meta_block = np.empty(n, np.int64), np.empty(n, np.int64)
 
     def _grow(self, block_bytes: int) -> None:
         """Double whatever the next record might overflow."""
@@ -268,12 +276,12 @@ def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECO
     """A partition log decoded in bulk for GroupCoordinator.load_bulk, or None where only a
     record-by-record replay will do (see the module docstring); `compiled` defaults to storage.kernels.kernels().
 
-    `records_at_most` (the log's end offset, say) sizes the key columns once, up front, for as many slots as
-    its records can take: growing them block by block copies every slot filled so far (for a log of a million
-    live offsets, a fifth of its replay). Pages of the reserve that no slot takes are never touched.
+    `records_at_most` (the log's end offset, say) sizes the key columns once, up front, for SLOTS_PER_RECORD
+    slots a record: growing them block by block copies every slot filled so far (for a log of a million live
+    offsets, a fifth of its replay). Pages of the reserve that no slot takes are never touched.
     """
-    keys = _Keys(compiled or kernels())
-    keys._reserve(min(SLOTS_PER_RECORD * records_at_most, RESERVED_SLOTS_MAX) + DENSE_PARTITIONS + 1)
+    reserve = min(SLOTS_PER_RECORD * records_at_most, RESERVED_SLOTS_MAX) + DENSE_PARTITIONS + 1
+    keys = _Keys(compiled or kernels(), reserve)
     position: LogPosition | int = 0
     block_no = 0
     try:

@@ -14,6 +14,6 @@ INT_PARTITION, INT_OFFSET, INT_EPOCH, INT_COMMIT_TS, INT_EXPIRE_TS, INT_TOMBSTON
 # The bulk replay's counters (a `counts` array): names, arena bytes, pairs and slots in use, the segment number,
 # events, the keys kept in the hash table, the records folded so far, and whether the keys were too sparse (1).
 NAMES, ARENA, PAIRS, SLOTS, SEG, EVENTS, HASHED, FOLDED, TOO_SPARSE = range(9)
-# A log whose keys would take more than this many slots per record is too sparse for the bulk replay
-# (see storage.replay_kernels); so no log it replays takes more.
+# The bulk replay gives up on a log whose keys take more than this many slots per record, plus 2**20
+# (storage.replay_kernels); its columns are reserved for this many up front (storage.bulk_replay).
 SLOTS_PER_RECORD = 8

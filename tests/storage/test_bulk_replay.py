@@ -93,6 +93,31 @@ def test_a_bulk_load_leaves_the_state_a_record_by_record_load_leaves(tmp_path: P
     assert not any(type(e) is not str and type(e.key) is OffsetCommitKey for e in plan.events)
 
 
+def test_no_room_to_reserve_slots_up_front_replays_the_same(tmp_path: Path, monkeypatch) -> None:
+    """A host that does not overcommit refuses the up-front reserve: the columns then grow block by block."""
+    from groupcoord.storage import bulk_replay
+
+    written = _write(tmp_path / "log", random.Random(7), 400)
+    expected = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
+    expected.load(written)
+    sizes = []
+    fill = bulk_replay._Keys._slot_columns
+
+    def refuse_large(keys, n: int) -> None:
+        sizes.append(n)
+        if n > 1 << 14:
+            raise MemoryError(f"cannot allocate {n} slots")
+        fill(keys, n)
+
+    monkeypatch.setattr(bulk_replay._Keys, "_slot_columns", refuse_large)
+    plan = bulk_load(tmp_path / "log", block_records=64, records_at_most=1 << 30)
+    assert sizes == [bulk_replay.RESERVED_SLOTS_MAX + DENSE_PARTITIONS + 1, 1 << 14]
+    assert plan is not None and plan.records == len(written)
+    bulk = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
+    bulk.load_bulk(plan)
+    assert _state(bulk) == _state(expected)
+
+
 def test_a_group_deleted_after_its_last_commit_stays_deleted_and_one_committed_to_after_is_simple(tmp_path):
     with PartitionLog(tmp_path / "log", sync="never", clock=lambda: T0) as plog:
         plog.append([Record(OffsetCommitKey("gone", "t", 0), OffsetCommitValue(5, -1, "", T0, -1)),
