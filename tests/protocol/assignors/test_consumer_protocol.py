@@ -12,6 +12,7 @@ from groupcoord.protocol.assignors.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
+    _Reader,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -169,6 +170,31 @@ def test_malformed_subscription(data):
     assert subscribed_topics(data) is None
     with pytest.raises(ConsumerProtocolError):
         decode_subscription(data)
+
+
+def _topics_read_field_by_field(data: bytes) -> set[str] | None:
+    """subscribed_topics as the field reader reads the version-0 prefix: the reference for its fast path."""
+    try:
+        r = _Reader(data)
+        r.version()
+        topics = r.topics()
+        r.nullable_bytes()
+    except (ConsumerProtocolError, struct.error):
+        return None
+    return set(topics)
+
+
+@given(st.lists(names, max_size=6), user_data, st.integers(0, 3), st.data())
+def test_subscribed_topics_reads_what_the_field_reader_reads_of_any_bytes(topics, ud, version, data):
+    encoded = encode_subscription(Subscription(topics, ud), version)
+    cut = data.draw(st.integers(0, len(encoded)))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, max(0, len(encoded) - 1)), st.integers(0, 255)), max_size=3))
+    mutated = bytearray(encoded[:cut] + data.draw(st.binary(max_size=8)))
+    for at, value in flips:
+        if at < len(mutated):
+            mutated[at] = value
+    for candidate in (encoded, bytes(mutated), data.draw(st.binary(max_size=40))):
+        assert subscribed_topics(candidate) == _topics_read_field_by_field(candidate)
 
 
 def test_malformed_later_fields_still_give_topics_but_do_not_decode():
