@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..assignors.consumer_protocol import subscribed_topics
 from ..values import GroupState, GroupType
 
 if TYPE_CHECKING:
@@ -370,8 +371,6 @@ class ClassicGroup:
         self._subscribed = self._compute_subscribed_topics()
 
     def _compute_subscribed_topics(self) -> set[str] | None:
-        from ..assignors.consumer_protocol import subscribed_topics
-
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None if self.members else set()
         topics: set[str] = set()
