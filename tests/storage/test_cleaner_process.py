@@ -158,3 +158,12 @@ def test_the_cleaner_is_chosen_by_name_and_a_wrong_name_says_which_exist(tmp_pat
         assert chosen.cleaner == "thread"
     with pytest.raises(ValueError, match="'process', 'thread'"):
         PartitionLog(tmp_path / "c", sync="never", cleaner="fork")
+
+
+def test_the_cleaner_process_imports_the_records_not_the_coordinator():
+    # The child starts before every compaction, at a low priority: importing the whole protocol tripled its start.
+    code = ("import sys, groupcoord.storage.cleaner_process; "
+            "print(sorted(m for m in sys.modules if m.startswith('groupcoord.protocol.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "groupcoord.protocol.records" in loaded
+    assert "groupcoord.protocol.shard.coordinator" not in loaded and "groupcoord.protocol.messages" not in loaded
