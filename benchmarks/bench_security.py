@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmarks import common
 from groupcoord.actors import AclBinding, AdminClient, Credentials, start, stop
+from groupcoord.actors.client.wire import OnePickle
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
@@ -64,7 +65,7 @@ class _Link:
         task.add_done_callback(self.tasks.discard)
 
     async def _trip(self, queue: list) -> None:
-        results = await self.handle.batch.remote([("commit_offsets", r) for r, _ in queue], **self.kw)
+        results = await self.handle.batch.remote(OnePickle([("commit_offsets", r) for r, _ in queue]), **self.kw)
         for (_, future), result in zip(queue, results, strict=True):
             future.set_result(result)
 
@@ -87,7 +88,7 @@ async def _trial(handles: list, groups: list[str], per_commit: int, duration: fl
             if coalesced:
                 resp = await links[id(handle)](req)
             else:
-                (resp,) = await handle.batch.remote([("commit_offsets", req)], **kw)
+                (resp,) = await handle.batch.remote(OnePickle([("commit_offsets", req)]), **kw)
             if all(e == Errors.NONE for e in resp.errors.values()):
                 last[group] = n
                 done["requests"] += 1

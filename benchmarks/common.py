@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Sequence
 
+from groupcoord.actors.client.wire import OnePickle
 from groupcoord.protocol import partition_for
 from groupcoord.protocol.config import GroupConfig
 
@@ -369,8 +370,9 @@ class ActorCaller:
         return getattr(self.handle, api).remote(req)
 
     def batch(self, calls: list) -> Awaitable[list]:
-        """Many (api, request) pairs in one actor call; their responses in order."""
-        return self.handle.batch.remote(calls)
+        """Many (api, request) pairs in one actor call (pickled whole, as the client library sends); their
+        responses in order."""
+        return self.handle.batch.remote(OnePickle(calls))
 
 
 class CoalescingCaller:
@@ -396,7 +398,7 @@ class CoalescingCaller:
 
     def batch(self, calls: list) -> Awaitable[list]:
         """Many (api, request) pairs in one actor call (not coalesced further)."""
-        return self.handle.batch.remote(calls)
+        return self.handle.batch.remote(OnePickle(calls))
 
     def _send(self) -> None:
         self._scheduled = False
@@ -409,7 +411,7 @@ class CoalescingCaller:
 
     async def _round_trip(self, queue: list[tuple[str, Any, asyncio.Future]]) -> None:
         try:
-            results = await self.handle.batch.remote([(api, req) for api, req, _ in queue])
+            results = await self.handle.batch.remote(OnePickle([(api, req) for api, req, _ in queue]))
         except Exception as e:
             for _, _, future in queue:
                 future.set_exception(e)

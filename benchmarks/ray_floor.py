@@ -19,6 +19,7 @@ from typing import Any
 import ray
 
 from benchmarks.common import own_window
+from groupcoord.actors.client.wire import OnePickle
 from groupcoord.protocol import Errors
 from groupcoord.protocol.messages import (
     HeartbeatRequest,
@@ -48,9 +49,10 @@ class EchoPartition:
         """The response a partition gives a commit that succeeded."""
         return _answer("commit_offsets", req)
 
-    async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> list[Any]:
-        """Many requests in one call (what a client process's coalescer sends), answered in order."""
-        return [_answer(api, req) for api, req in calls]
+    async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> OnePickle:
+        """Many requests in one call (what a client process's coalescer sends), answered in order (pickled
+        whole, as a partition actor answers)."""
+        return OnePickle([_answer(api, req) for api, req in calls])
 
     async def pid(self) -> int:
         """The actor's process id, to read its CPU time."""
@@ -78,7 +80,7 @@ async def heartbeat_load(handle: Any, rate: float, members: int, start_at: float
             due -= count
             batch = [reqs[(sent + i) % members] for i in range(count)]
             sent += count
-            answered += sum(1 for r in await handle.batch.remote(batch) if r.error == Errors.NONE)
+            answered += sum(1 for r in await handle.batch.remote(OnePickle(batch)) if r.error == Errors.NONE)
         await asyncio.sleep(max(0.0, tick_s - (time.time() - now)))
     return {"sent": sent, "answered": answered}
 

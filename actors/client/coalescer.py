@@ -21,6 +21,8 @@ import ray
 
 from groupcoord.protocol.apis import Api
 
+from .wire import OnePickle
+
 log = logging.getLogger(__name__)
 
 # Requests that a partition actor answers without parking them, so a batch never waits on a rebalance.
@@ -105,7 +107,7 @@ class RequestCoalescer:
         self.calls += 1
         self.requests += len(live)
         try:
-            calls = [(api, request) for api, request, _ in live]
+            calls = OnePickle([(api, request) for api, request, _ in live])
             if self.credentials is None:
                 ref = self.handle.batch.remote(calls)
             else:

@@ -52,6 +52,7 @@ from groupcoord.protocol.messages import (
 from groupcoord.protocol.responses import error_response
 from groupcoord.protocol.security.snapshot import SecurityConfig
 
+from ..client.wire import OnePickle
 from .authorizer import RequestGuard
 from .names import lookup_router
 from .partition_runtime import PartitionRuntime
@@ -380,13 +381,14 @@ class GroupApi:
         """ConsumerGroupDescribe (KIP-848): consumer groups' epochs, assignor and members, in request order."""
         return await self.requests.call(Api.CONSUMER_GROUP_DESCRIBE, req, credentials)
 
-    async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> list[Any]:
+    async def batch(self, calls: list[tuple[str, Any]], credentials: Any = None) -> OnePickle:
         """Many requests in one actor call (say, the heartbeats of every member a process hosts).
 
         The (api, request) pairs are handled in order, as if sent one after another; the answer is
-        their responses in the same order, once all are complete (a parked JoinGroup holds it).
+        their responses in the same order, once all are complete (a parked JoinGroup holds it): a
+        list to a caller through Ray, pickled whole (see client/wire.py).
         """
-        return await self.requests.batch(calls, credentials)
+        return OnePickle(await self.requests.batch(calls, credentials))
 
     async def update_security(self) -> None:
         """The router's word that its security state changed: read it from the router now."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -160,3 +161,23 @@ def test_a_caller_times_out_on_a_hung_batch_and_its_request_is_still_answered_la
     finally:
         coalescer.close()
         ray.kill(actor)
+
+
+def test_a_batch_crosses_ray_pickled_whole_and_arrives_as_a_plain_list(svc):
+    # Both ends of `batch` are OnePickle: one object to Ray's msgpack layer instead of one per request.
+    from groupcoord.actors.client.wire import OnePickle
+
+    handle = svc.partition(0)
+    calls = [("commit_offsets", _commit(f"one-pickle-{i}", 7)) for i in range(3)]
+    calls.append(("heartbeat", HeartbeatRequest("one-pickle-nobody", 1, "m")))
+    sent = OnePickle(calls)
+    assert pickle.loads(pickle.dumps(sent)) == calls and type(pickle.loads(pickle.dumps(sent))) is list
+    answers = ray.get(handle.batch.remote(sent))
+    assert type(answers) is list and len(answers) == 4
+    assert all(a.errors == dict.fromkeys(TPS, Errors.NONE) for a in answers[:3])
+    assert answers[3].error == Errors.UNKNOWN_MEMBER_ID
+    fetched = ray.get(handle.fetch_offsets.remote(OffsetFetchRequest("one-pickle-2", TPS)))
+    assert {tp: o.offset for tp, o in fetched.offsets.items()} == dict.fromkeys(TPS, 7)
+    # Equal answers pickle as one object: 500 NONE heartbeats take hardly more room than one.
+    answer = answers[3]
+    assert len(pickle.dumps(OnePickle([answer] * 500))) < len(pickle.dumps(answer)) + 4 * 500

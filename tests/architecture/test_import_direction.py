@@ -54,6 +54,7 @@ ALLOWED = {
     "groupcoord.actors.service": {
         "groupcoord.actors.service",
         "groupcoord.actors.client.handle",
+        "groupcoord.actors.client.wire",  # how a batch crosses Ray, the same at both ends
         "groupcoord.storage",
         P,
     },
