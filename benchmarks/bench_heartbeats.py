@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of this benchmark."""
     common.add_common_arguments(parser, default_trials=1)
     parser.add_argument("--rates", type=common.ints, default=None,
-                        help="offered heartbeats/s of the batched steps (default 2k,5k,10k,20k,...,56k)")
+                        help="offered heartbeats/s of the batched steps (default 2k,5k,10k,20k,...,62k)")
     parser.add_argument("--call-rates", type=common.ints, default=None,
                         help="offered heartbeats/s with one actor call per heartbeat (default 250,500,1k,2k)")
     parser.add_argument("--session-ms", type=int, default=None, help="session timeout (default 3000)")
@@ -73,7 +73,8 @@ def _sizes(args: argparse.Namespace) -> dict:
     # Tiny (the smoke test) uses a long session: it checks the plumbing, not the machine.
     session = args.session_ms or common.preset(args, 3000, 2000, 5000)
     return {
-        "rates": args.rates or common.preset(args, [2000, 5000, 10_000, 20_000, 28_000, 36_000, 44_000, 50_000, 56_000],
+        "rates": args.rates or common.preset(args, [2000, 5000, 10_000, 20_000, 28_000, 36_000, 44_000, 50_000, 56_000,
+                                                    62_000],
                                              [5000, 10_000], [200]),
         "call_rates": args.call_rates if args.call_rates is not None
         else common.preset(args, [250, 500, 1000, 2000], [1000], [50]),
