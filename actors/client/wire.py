@@ -3,9 +3,10 @@
 Ray serializes a call's arguments and its result with msgpack, and hands every object msgpack
 does not know (each request and response of a batch) to a Python callback that pickles it
 apart. For a batch of 350 heartbeats that is 350 callbacks on each side, in the actor's event
-loop and in the Ray thread that sends its answer, both under the GIL: an echo actor spent 8.5-12
-µs of CPU per heartbeat on it. A `OnePickle` is one object to msgpack, pickled as a plain list at C
-speed (equal answers shared: one object per distinct response), and arrives as that list.
+loop and in the Ray thread that sends its answer, both under the GIL. A `OnePickle` is one object
+to msgpack, pickled as a plain list at C speed (equal answers shared: one object per distinct
+response), and arrives as that list: an echo actor's CPU per heartbeat fell from 8.5-12.2 µs to
+5.6-6.3 µs with both ends of its calls sent so.
 """
 
 from __future__ import annotations

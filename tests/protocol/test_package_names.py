@@ -25,3 +25,15 @@ def test_a_name_the_package_lacks_is_an_attribute_error():
         assert "NoSuchRequest" in str(e)
     else:
         raise AssertionError("an unknown name resolved")
+
+
+def test_the_lazy_table_and_the_imports_mypy_reads_name_the_same_things():
+    # A name added to one and not the other would type-check and fail at run time, or the reverse.
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(protocol.__file__).read_text())
+    checked = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    imported = {(node.module, alias.name) for node in checked.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert {("messages", "*")} | {(home.lstrip("."), name) for name, home in protocol._HOMES.items()} == imported
