@@ -15,6 +15,7 @@ from waiting import wait_for
 
 from groupcoord.actors.client.coalescer import RequestCoalescer
 from groupcoord.actors.client.coordinator_client import ACTOR_ERRORS, CoordinatorClient
+from groupcoord.actors.client.wire import OnePickle
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 
@@ -165,13 +166,12 @@ def test_a_caller_times_out_on_a_hung_batch_and_its_request_is_still_answered_la
 
 def test_a_batch_crosses_ray_pickled_whole_and_arrives_as_a_plain_list(svc):
     # Both ends of `batch` are OnePickle: one object to Ray's msgpack layer instead of one per request.
-    from groupcoord.actors.client.wire import OnePickle
-
     handle = svc.partition(0)
     calls = [("commit_offsets", _commit(f"one-pickle-{i}", 7)) for i in range(3)]
     calls.append(("heartbeat", HeartbeatRequest("one-pickle-nobody", 1, "m")))
     sent = OnePickle(calls)
-    assert pickle.loads(pickle.dumps(sent)) == calls and type(pickle.loads(pickle.dumps(sent))) is list
+    unpickled = pickle.loads(pickle.dumps(sent))
+    assert type(unpickled) is list and unpickled == calls
     answers = ray.get(handle.batch.remote(sent))
     assert type(answers) is list and len(answers) == 4
     assert all(a.errors == dict.fromkeys(TPS, Errors.NONE) for a in answers[:3])
