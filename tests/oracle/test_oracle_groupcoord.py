@@ -13,7 +13,7 @@ import pytest
 from services import running_service
 
 from benchmarks.kafka.conformance import run_many
-from benchmarks.kafka.differential import compare, prepare_target
+from benchmarks.kafka.differential import CONFIRM_SETTLE_S, compare, prepare_target
 from benchmarks.kafka.sequences import generate, step
 
 NAMESPACE = "gc-test-oracle"
@@ -124,9 +124,7 @@ def test_fixed_divergence_agrees_now(targets, name):
     kafka, groupcoord = targets
     found = compare(FIXED[name], kafka, groupcoord)
     if found is not None:
-        # Confirmed as the long run confirms: on a loaded machine a rebalance can outlast the 0.4 s settle, and a
-        # later join then lands in it on one side only; a real difference shows again with time to settle.
-        found = compare(FIXED[name], kafka, groupcoord, settle=1.5)
+        found = compare(FIXED[name], kafka, groupcoord, settle=CONFIRM_SETTLE_S)  # as confirmed_divergence confirms
     assert found is None, found.report("kafka", "groupcoord")
 
 
