@@ -40,6 +40,9 @@ Workload = Callable[[], object]
 COMMITS, COMMIT_PARTITIONS = 200, 10
 HEARTBEAT_MEMBERS, HEARTBEAT_ROUNDS = 1000, 2
 HEARTBEAT_BATCH, HEARTBEAT_TICK_MS = 50, 20  # the partition actor's batches of heartbeats, and how often they come
+# Past the knee the throttle stretches members' heartbeat intervals towards their sessions (10 s here): each
+# group's session timer then fires often, and finds no one to expire.
+SESSION_MEMBERS, SESSION_INTERVAL_MS, SESSION_CLOCK_MS = 1000, 8_000, 40_000
 REBALANCE_MEMBERS = 1000
 REPLAY_RECORDS = 20_000
 _CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=50)
@@ -115,6 +118,33 @@ def heartbeat(data: Path) -> Workload:
                     coord.heartbeat(r)
                 clock.advance(HEARTBEAT_TICK_MS)
                 coord.next_deadline(clock.monotonic_ms() + 100)
+        return coord
+
+    return run
+
+
+def session_timers(data: Path) -> Workload:
+    """1,000 members of 100 Stable groups heartbeat every 8 s of their 10 s sessions, for 40 s in 20 ms ticks
+    (phases spread over the interval); after each tick's heartbeats the due timers fire, as the partition actor's
+    timer loop fires them."""
+    coord, clock = _shard()
+    members = [(f"st-{g}", m, gen) for g in range(SESSION_MEMBERS // 10)
+               for m, gen in _form(coord, clock, f"st-{g}", 10)]
+    slots = SESSION_INTERVAL_MS // HEARTBEAT_TICK_MS
+    due: list[list[HeartbeatRequest]] = [[] for _ in range(slots)]
+    for i, (g, m, gen) in enumerate(members):  # a group's members spread over the interval, as the benchmark's
+        due[int(i * 0.618 % 1 * slots)].append(HeartbeatRequest(g, gen, m))
+    for r in (r for tick in due for r in tick):
+        coord.heartbeat(r)  # every session restarts now: the groups formed one after another
+
+    def run() -> object:
+        for tick in range(SESSION_CLOCK_MS // HEARTBEAT_TICK_MS):
+            for r in due[tick % slots]:
+                coord.heartbeat(r)
+            clock.advance(HEARTBEAT_TICK_MS)
+            while coord.fire_timers(100):
+                pass
+        assert coord.runtime.stats.session_expirations == 0, "a member that heartbeated in time expired"
         return coord
 
     return run
@@ -201,6 +231,7 @@ def bulk_replay_20k(data: Path) -> Workload:
 WORKLOADS: dict[str, Callable[[Path], Workload]] = {
     "commit_apply": commit_apply,
     "heartbeat": heartbeat,
+    "session_timers": session_timers,
     "join_sync_1000": join_sync_1000,
     "replay_20k": replay_20k,
     "columnar_read": columnar_read,
