@@ -6,7 +6,8 @@ import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..assignors.consumer_protocol import subscribed_topics
 from ..values import GroupState, GroupType
@@ -38,6 +39,8 @@ Protocols = tuple[tuple[str, bytes], ...]
 
 # A member's session deadline while it has none: parked in a rebalance, or not yet scheduled.
 NO_SESSION_DEADLINE = 2**62
+# A member's session deadline, read in C: a sort key, or a min or max over a group's members.
+session_deadline: Callable[[Member], int] = attrgetter("session_deadline_ms")
 
 
 # The "-" and UUID that generate_member_id puts after a member id's prefix.
@@ -292,7 +295,7 @@ class ClassicGroup:
 
     def all_sessions_ended(self, now_ms: int) -> bool:
         """Whether every member's session has ended by `now_ms` (its session timer may then empty the group)."""
-        return all(m.session_deadline_ms <= now_ms for m in self.members.values())
+        return max(map(session_deadline, self.members.values()), default=now_ms) <= now_ms
 
     def drop_pending_sync(self, member_id: str) -> None:
         """The member no longer holds the generation's sync phase open: it asked for its assignment, or left."""

@@ -14,7 +14,7 @@ import logging
 from ..errors import Errors
 from ..messages import SyncGroupResponse
 from ..responses import join_error, join_response, sync_error
-from .group import NO_SESSION_DEADLINE, ClassicGroup, Member
+from .group import NO_SESSION_DEADLINE, ClassicGroup, Member, session_deadline
 from .store import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupStore
 
 log = logging.getLogger(__name__)
@@ -51,10 +51,6 @@ class _SessionScan:
 
     def __call__(self) -> None:
         self.manager._expire_sessions(self.group_id)
-
-
-def _session_deadline(member: Member) -> int:
-    return member.session_deadline_ms
 
 
 def _join_key(group_id: str) -> tuple:
@@ -270,8 +266,19 @@ class GroupRebalancer(GroupStore):
         if group is None or group.in_state(DEAD):
             return
         now = self.rt.due()
-        ended = [m for m in group.members.values() if m.session_deadline_ms <= now]
-        ended.sort(key=_session_deadline)
+        earliest = min(map(session_deadline, group.members.values()), default=NO_SESSION_DEADLINE)
+        # Most fires find no session ended (its member heartbeated since the timer was armed): one look, re-armed.
+        if earliest <= now:
+            self._end_sessions(group, now)
+            if self.groups.get(group_id) is not group or group.in_state(DEAD):
+                return
+            earliest = min(map(session_deadline, group.members.values()), default=NO_SESSION_DEADLINE)
+        if earliest != NO_SESSION_DEADLINE:
+            self._arm_session_timer(group_id, earliest)
+
+    def _end_sessions(self, group: ClassicGroup, now: int) -> None:
+        """Remove the members whose sessions ended by `now`, in deadline order (a parked one is kept)."""
+        ended = sorted((m for m in group.members.values() if m.session_deadline_ms <= now), key=session_deadline)
         for member in ended:
             # Removing an earlier member may have completed a join, which restarts the others' sessions.
             if group.members.get(member.member_id) is not member or member.session_deadline_ms > now:
@@ -279,15 +286,10 @@ class GroupRebalancer(GroupStore):
             if member.has_satisfied_heartbeat():
                 member.session_deadline_ms = NO_SESSION_DEADLINE  # parked: its answer restarts its session
                 continue
-            log.info("member %s of group %s failed its session; removing it", member.member_id, group_id,
-                     extra={"group": group_id, "member": member.member_id})
+            log.info("member %s of group %s failed its session; removing it", member.member_id, group.group_id,
+                     extra={"group": group.group_id, "member": member.member_id})
             self.rt.stats.session_expirations += 1
             self._remove_member_and_update_group(group, member, f"session of {member.member_id} expired")
-        if self.groups.get(group_id) is not group or group.in_state(DEAD):
-            return
-        earliest = min(map(_session_deadline, group.members.values()), default=NO_SESSION_DEADLINE)
-        if earliest != NO_SESSION_DEADLINE:
-            self._arm_session_timer(group_id, earliest)
 
     def _schedule_pending(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         """Give a pending member id `timeout_ms` to join with it before it is forgotten."""

@@ -233,10 +233,11 @@ class GroupCoordinator:
         A timer whose records the log refuses leaves its group as it was and runs again after
         TIMER_RETRY_MS; any other exception is logged and counted, and the other timers go on.
         """
-        group_id = key[1] if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str) else None
-        snapshot = None
-        if group_id is not None and self._may_empty(key):
-            snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers)
+        group_id = snapshot = None
+        if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str):
+            group_id = key[1]
+            if self._may_empty(key[0], group_id):
+                snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers)
         try:
             callback()
         except RecordBatchTooLarge as e:
@@ -249,21 +250,20 @@ class GroupCoordinator:
             self.runtime.stats.timer_failures += 1
             log.exception("timer %s of group %s failed; the other timers go on", key, group_id)
 
-    def _may_empty(self, key: Hashable) -> bool:
-        """Whether the timer `key` may end with its group Empty (the one timer path that writes records).
+    def _may_empty(self, kind: Any, group_id: str) -> bool:
+        """Whether a timer of `kind` ("session", ...) on `group_id` may end with its group Empty (the one timer
+        path that writes records).
 
         Only then is its group copied before it runs: a session timer empties a group only when every
         member's session has ended, a pending member id's only when it has at most one member;
         completing a join or expiring pending syncs may always.
         """
-        if not (isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str)):
-            return False
-        group = self.groups.get_group(key[1])
+        group = self.groups.get_group(group_id)
         if group is None:
             return False
-        if key[0] == "session" and isinstance(group, ClassicGroup):
+        if kind == "session" and isinstance(group, ClassicGroup):
             return group.all_sessions_ended(self.runtime.due())
-        return key[0] != "heartbeat" or len(group.members) <= 1
+        return kind != "heartbeat" or len(group.members) <= 1
 
     def schedule_retention_check(self, delay_ms: int) -> None:
         """Run the offset-retention check `delay_ms` from now, instead of when its interval ends."""
