@@ -36,7 +36,8 @@ TOLERANCE = 0.15
 # each), so the guard takes about half the wall time on two cores. A workload's count depends on what
 # ran before it in its process (warmed caches, the interpreter's specialized code: join_sync_1000 counted
 # first in its process is 15% higher), so the grouping is part of the baseline.
-PROCESSES = (("heartbeat", "join_sync_1000", "session_timers"), ("commit_apply", "replay_20k", "columnar_read", "bulk_replay_20k"))
+PROCESSES = (("heartbeat", "join_sync_1000", "session_timers"),
+             ("commit_apply", "replay_20k", "columnar_read", "bulk_replay_20k"))
 
 
 def environment() -> dict:
