@@ -102,30 +102,28 @@ class GroupCoordinator:
 
     # --- replay and recovery -------------------------------------------------------------
 
-    def _replay(self, record: Record) -> None:
-        key, value = record
-        if type(key) is OffsetCommitKey:
-            self.offsets.replay(key, value)  # type: ignore[arg-type]  # an OffsetCommitKey's value is one too
-        elif type(key) is GroupMetadataKey:
-            self.groups.replay(key, value, self._loading)  # type: ignore[arg-type]  # likewise, GroupMetadataValue
-        else:
-            self.consumer.replay(key, value)
+    def _replay(self, records: Iterable[Record]) -> None:
+        """Apply records to memory: the one replay that appends, loads and a standby's copies all go through.
+
+        The dispatch is inlined, without a call per record: most records are offset commits, and this loop runs
+        for every one of them.
+        """
+        replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, self._loading
+        replay_consumer = self.consumer.replay
+        value: Any  # the value type that goes with the key's: the log's records are well formed
+        for key, value in records:
+            if type(key) is OffsetCommitKey:
+                replay_offset(key, value)
+            elif type(key) is GroupMetadataKey:
+                replay_group(key, value, loading)
+            else:
+                replay_consumer(key, value)
 
     def load(self, records: Iterable[Record]) -> None:
         """Replay a log into this fresh shard, then re-arm every member's session and the retention check."""
         self._loading = True
-        # _replay's dispatch, inlined: most of a log is offset commits, and this loop runs per record.
-        replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, True
-        replay_consumer = self.consumer.replay
-        value: Any  # the value type that goes with the key's: the log's records are well formed
         try:
-            for key, value in records:
-                if type(key) is OffsetCommitKey:
-                    replay_offset(key, value)
-                elif type(key) is GroupMetadataKey:
-                    replay_group(key, value, loading)
-                else:
-                    replay_consumer(key, value)
+            self._replay(records)
         finally:
             self._loading = False
         self.groups.on_loaded()
@@ -162,8 +160,7 @@ class GroupCoordinator:
         """Apply records a leader replicated to this standby shard, as loading does (no timers armed)."""
         self._loading = True
         try:
-            for record in records:
-                self._replay(record)
+            self._replay(records)
         finally:
             self._loading = False
 

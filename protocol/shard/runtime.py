@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from ..records import Record
 from .clock import Clock, due_ms_of, monotonic_ms_of
@@ -26,7 +26,7 @@ class ShardRuntime:
     and follow-up actions wait in `when_durable` until the log says those records are on disk.
     """
 
-    def __init__(self, clock: Clock, log: RecordLog, replay: Callable[[Record], None]) -> None:
+    def __init__(self, clock: Clock, log: RecordLog, replay: Callable[[Iterable[Record]], None]) -> None:
         self.clock = clock
         self.monotonic = monotonic_ms_of(clock)
         self.due = due_ms_of(clock)  # which deadlines have passed (see CoordinatorClock)
@@ -55,8 +55,7 @@ class ShardRuntime:
         if not records:
             return self._end
         end = self.log.append(records)
-        for r in records:
-            self._replay(r)
+        self._replay(records)
         self._end = end
         self.on_durable(self.log.durable_offset)
         return self._end
