@@ -18,27 +18,33 @@ from .scan_layout import COMMIT, GROUP, OTHER
 
 @njit(cache=True, inline="always")
 def _uint(buf, pos, size):
-    value = 0
-    for k in range(size):
-        value = (value << 8) | buf[pos + k]
-    return value
+    """The big-endian unsigned integer of `size` bytes (1, 2, 4 or 8) at pos, read without a loop."""
+    if size == 1:
+        return np.int64(buf[pos])
+    if size == 2:
+        return (np.int64(buf[pos]) << 8) | np.int64(buf[pos + 1])
+    value = ((np.int64(buf[pos]) << 24) | (np.int64(buf[pos + 1]) << 16) | (np.int64(buf[pos + 2]) << 8)
+             | np.int64(buf[pos + 3]))
+    if size == 4:
+        return value
+    return ((value << 32) | (np.int64(buf[pos + 4]) << 24) | (np.int64(buf[pos + 5]) << 16)
+            | (np.int64(buf[pos + 6]) << 8) | np.int64(buf[pos + 7]))
 
 
 @njit(cache=True, inline="always")
 def _int(buf, pos):
     """(value, next position, ok) of the msgpack integer at pos."""
-    b = buf[pos]
+    b = np.int64(buf[pos])
     if b <= 0x7F:
-        return np.int64(b), pos + 1, True
+        return b, pos + 1, True
     if b >= 0xE0:
-        return np.int64(b) - 256, pos + 1, True
+        return b - 256, pos + 1, True
     if 0xCC <= b <= 0xCF:
-        size = 1 << (b - 0xCC)
-        value = _uint(buf, pos + 1, size)
-        return np.int64(value), pos + 1 + size, not (size == 8 and buf[pos + 1] >= 0x80)
+        size = np.int64(1) << (b - 0xCC)
+        return _uint(buf, pos + 1, size), pos + 1 + size, not (size == 8 and buf[pos + 1] >= 0x80)
     if 0xD0 <= b <= 0xD3:
-        size = 1 << (b - 0xD0)
-        value = np.int64(_uint(buf, pos + 1, size))
+        size = np.int64(1) << (b - 0xD0)
+        value = _uint(buf, pos + 1, size)
         if size < 8 and value >= (np.int64(1) << (8 * size - 1)):
             value -= np.int64(1) << (8 * size)
         return value, pos + 1 + size, True
@@ -48,30 +54,29 @@ def _int(buf, pos):
 @njit(cache=True, inline="always")
 def _str(buf, pos):
     """(start, length, next position, ok) of the msgpack string at pos; length -1 for nil."""
-    b = buf[pos]
+    b = np.int64(buf[pos])
     if 0xA0 <= b <= 0xBF:
-        n = b - 0xA0
-        return pos + 1, n, pos + 1 + n, True
+        return pos + 1, b - 0xA0, pos + 1 + b - 0xA0, True
     if 0xD9 <= b <= 0xDB:
-        size = 1 << (b - 0xD9)
+        size = np.int64(1) << (b - 0xD9)
         n = _uint(buf, pos + 1, size)
         return pos + 1 + size, n, pos + 1 + size + n, True
     if b == 0xC0:
-        return pos, -1, pos + 1, True
-    return pos, 0, pos, False
+        return pos, np.int64(-1), pos + 1, True
+    return pos, np.int64(0), pos, False
 
 
 @njit(cache=True, inline="always")
 def _array(buf, pos):
     """(items, next position, ok) of the msgpack array header at pos."""
-    b = buf[pos]
+    b = np.int64(buf[pos])
     if 0x90 <= b <= 0x9F:
         return b - 0x90, pos + 1, True
     if b == 0xDC:
         return _uint(buf, pos + 1, 2), pos + 3, True
     if b == 0xDD:
         return _uint(buf, pos + 1, 4), pos + 5, True
-    return 0, pos, False
+    return np.int64(0), pos, False
 
 
 @njit(cache=True)
@@ -138,12 +143,16 @@ def parse_records(buf, payload_ends, counts, kind, spans, ints, others):
 
     A record that is neither an offset commit nor group metadata is OTHER if `others`, else bad.
     """
+    # One 1-d view per row of the columns, so that each store is a single index (see scan_layout for the rows).
+    rec_start, rec_len, group_start, group_len = spans[0], spans[1], spans[2], spans[3]
+    topic_start, topic_len, meta_start, meta_len = spans[4], spans[5], spans[6], spans[7]
+    partition, offset, epoch, commit_ts, expire_ts, tombstone = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
     r = 0
     pos = 0
     for e in range(len(counts)):
         end = payload_ends[e]
         for _ in range(counts[e]):
-            spans[0, r] = pos
+            start = pos
             items, p, ok = _array(buf, pos)
             if not ok or p >= end:
                 return r
@@ -152,44 +161,47 @@ def parse_records(buf, payload_ends, counts, kind, spans, ints, others):
                 return r
             if (k == COMMIT or k == 0) and items == 5:
                 kind[r] = COMMIT
-                spans[2, r], spans[3, r], p, ok1 = _str(buf, p)
-                spans[4, r], spans[5, r], p, ok2 = _str(buf, p)
-                ints[0, r], p, ok3 = _int(buf, p)
-                if not (ok1 and ok2 and ok3) or spans[3, r] < 0 or spans[5, r] < 0:
+                gs, gl, p, ok1 = _str(buf, p)
+                ts, tl, p, ok2 = _str(buf, p)
+                part, p, ok3 = _int(buf, p)
+                if not (ok1 and ok2 and ok3) or gl < 0 or tl < 0:
                     return r
+                group_start[r], group_len[r], topic_start[r], topic_len[r], partition[r] = gs, gl, ts, tl, part
                 if buf[p] == 0xC0:
-                    ints[5, r] = 1
+                    tombstone[r] = 1
                     p += 1
                 else:
                     fields, p, ok = _array(buf, p)
                     version, p, ok4 = _int(buf, p)
                     if not (ok and ok4) or fields < 6 or version != 0:
                         return r
-                    ints[1, r], p, ok1 = _int(buf, p)
-                    ints[2, r], p, ok2 = _int(buf, p)
-                    spans[6, r], spans[7, r], p, ok3 = _str(buf, p)
-                    ints[3, r], p, ok4 = _int(buf, p)
-                    ints[4, r], p, ok5 = _int(buf, p)
+                    o, p, ok1 = _int(buf, p)
+                    ep, p, ok2 = _int(buf, p)
+                    ms, ml, p, ok3 = _str(buf, p)
+                    ct, p, ok4 = _int(buf, p)
+                    et, p, ok5 = _int(buf, p)
                     if not (ok1 and ok2 and ok3 and ok4 and ok5):
                         return r
+                    offset[r], epoch[r], meta_start[r], meta_len[r], commit_ts[r], expire_ts[r] = o, ep, ms, ml, ct, et
                     for _ in range(fields - 6):
                         p = _skip(buf, p, end)
                         if p < 0:
                             return r
-                    ints[5, r] = 0
+                    tombstone[r] = 0
             elif k == GROUP:
                 kind[r] = GROUP
-                p = _skip(buf, spans[0, r], end)
+                p = _skip(buf, start, end)
                 if p < 0:
                     return r
             elif others and k > GROUP:
                 kind[r] = OTHER
-                p = _skip(buf, spans[0, r], end)
+                p = _skip(buf, start, end)
                 if p < 0:
                     return r
             else:
                 return r
-            spans[1, r] = p - spans[0, r]
+            rec_start[r] = start
+            rec_len[r] = p - start
             pos = p
             r += 1
         if pos != end:
