@@ -12,7 +12,7 @@ where an offset commit of a group came before the next of them: replay would cre
 there (as a simple group) if it did not exist. The result, a BulkLoad, leaves the shard in the
 state a record-by-record replay of the same log leaves it in. Whatever this pass does not
 understand (a record layout or version it does not know, bytes that are not UTF-8, offset keys
-too sparse for slots by partition) makes
+too sparse for slots by partition, nil metadata) makes
 `bulk_load` return None, and the caller replays the log record by record instead, which reports
 damage as it always has.
 """
@@ -32,7 +32,19 @@ from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_
 from .columnar import EntryBlock, LogPosition, read_entries
 from .errors import CorruptLogError
 from .kernels import Kernels, kernels
-from .scan_layout import ARENA, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SLOTS, SLOTS_PER_RECORD, TOO_SPARSE
+from .scan_layout import (
+    ARENA,
+    COUNTERS,
+    EVENTS,
+    FOLDED,
+    HASHED,
+    NAMES,
+    NIL_METADATA,
+    PAIRS,
+    SLOTS,
+    SLOTS_PER_RECORD,
+    TOO_SPARSE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +73,7 @@ class _Keys:
 
     def __init__(self, compiled: Kernels, slots: int = 1 << 14) -> None:
         self.kernels = compiled
-        self.counts = np.zeros(9, np.int64)
+        self.counts = np.zeros(COUNTERS, np.int64)
         self.arena = np.empty(1 << 16, np.uint8)
         self.name_start, self.name_len = np.empty(1024, np.int64), np.empty(1024, np.int64)
         self.name_hash, self.last_seg = np.empty(1024, np.uint64), np.full(1024, -1, np.int64)
@@ -161,6 +173,8 @@ class _Keys:
             self._grow(len(block.payload))
         if c[TOO_SPARSE]:
             raise _Unsupported("its offset keys are too sparse for slots by partition")
+        if c[NIL_METADATA]:
+            raise _Unsupported("an offset commit's metadata is nil, which the column store keeps only as a value")
         c[FOLDED] += n
         self.records += n
         payload = block.payload

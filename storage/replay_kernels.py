@@ -14,7 +14,20 @@ from numba import njit
 
 from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS
 
-from .scan_layout import ARENA, COMMIT, EVENTS, FOLDED, HASHED, NAMES, PAIRS, SEG, SLOTS, SLOTS_PER_RECORD, TOO_SPARSE
+from .scan_layout import (
+    ARENA,
+    COMMIT,
+    EVENTS,
+    FOLDED,
+    HASHED,
+    NAMES,
+    NIL_METADATA,
+    PAIRS,
+    SEG,
+    SLOTS,
+    SLOTS_PER_RECORD,
+    TOO_SPARSE,
+)
 
 # Partitions below DENSE_PARTITIONS have a slot in their (group, topic)'s run of slots, indexed by partition (as
 # the column store indexes them); the others are found in a hash table. A log whose runs would take more than
@@ -164,6 +177,9 @@ def index_records(buf, kind, spans, ints, r, n, block_no, counts, arena, name_st
             return r
         if counts[SLOTS] > SLOTS_PER_RECORD * (counts[FOLDED] + r) + (1 << 20):
             counts[TOO_SPARSE] = 1
+            return n
+        if ints[5, r] == 0 and spans[7, r] < 0:
+            counts[NIL_METADATA] = 1
             return n
         changed = False
         if g_len != prev_g_len or not _equal(buf, g_start, prev_g, g_len):

@@ -163,3 +163,19 @@ def test_offset_keys_too_sparse_for_runs_by_partition_send_the_load_record_by_re
         plog.flush()
     plan = bulk_load(tmp_path / "dense")
     assert plan is not None and len(plan.offsets["g"]) == 300
+
+
+def test_nil_metadata_sends_the_load_record_by_record_which_keeps_it(tmp_path: Path) -> None:
+    # The column store keeps only string metadata; the bulk pass would have read nil as "".
+    for name, metadata in (("nil", None), ("empty", "")):
+        with PartitionLog(tmp_path / name, sync="never", clock=lambda: T0) as plog:
+            plog.append([Record(OffsetCommitKey("g", "t", p), OffsetCommitValue(p, -1, metadata if p == 7 else "",
+                                                                                 T0, -1)) for p in range(10)])
+            plog.flush()
+    assert bulk_load(tmp_path / "nil") is None
+    plan = bulk_load(tmp_path / "empty")
+    assert plan is not None and plan.offsets["g"][TopicPartition("t", 7)].metadata == ""
+    coord = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
+    with PartitionLog(tmp_path / "nil", sync="never", clock=lambda: T0) as plog:
+        coord.load(r for batch in plog.replay_batches() for r in batch)
+    assert coord.offsets.offsets_of("g")[TopicPartition("t", 7)].metadata is None

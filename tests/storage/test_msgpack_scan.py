@@ -10,6 +10,7 @@ import pytest
 
 from groupcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record, encode_batch
 from groupcoord.storage import kernels
+from groupcoord.storage.scan_layout import COMMIT
 
 # Each side of every boundary between msgpack's integer encodings (fixint, uint8-64, negative fixint, int8-64).
 INTS = [-(2**63), -(2**31) - 1, -(2**31), -32769, -32768, -129, -128, -33, -32, -1, 0, 127, 128, 255, 256, 65535,
@@ -49,7 +50,7 @@ def test_every_field_of_every_width_reads_as_msgpack_wrote_it(build: str) -> Non
         records.append(Record(key, None))  # a tombstone between them
     bad, kind, spans, ints, payload = _parse(build, records)
     assert bad == -1
-    assert (kind == 1).all()
+    assert (kind == COMMIT).all()
     starts = np.cumsum(spans[1]) - spans[1]
     assert (spans[0] == starts).all() and spans[0, -1] + spans[1, -1] == len(payload)
     for r, (key, value) in enumerate(records):
