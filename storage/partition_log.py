@@ -25,6 +25,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterator, Sequence
 
+from groupcoord.protocol.commit_run import OffsetCommitRun
 from groupcoord.protocol.records import Record, encode_batch
 
 from .cleaner_process import ChildCleaner
@@ -173,7 +174,8 @@ class PartitionLog:
         if n == 0:
             self._check_usable()
             return self._end
-        payload = encode_batch(records)
+        # A commit's run of records encodes itself from its columns.
+        payload = records.encode() if type(records) is OffsetCommitRun else encode_batch(records)
         crc = zlib.crc32(payload)
         ts = self._clock()
         with self._lock:

@@ -129,6 +129,32 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
             self.index[at] = row
         return not was_sparse
 
+    def put_run(self, topics: Sequence[str], partitions: Sequence[int], offsets: Sequence[int],
+                epochs: Sequence[int], metadata: Sequence[str], committed: int, expire: int) -> int:
+        """Store one commit's values, record by record as `put` would (a run's columns; see OffsetCommitRun);
+        returns how many keys were new. A partition that already has a row is written in place here."""
+        new = 0
+        runs, offset_column, epoch_column, committed_column, meta = (
+            self.topics, self.offset, self.epoch, self.committed, self.meta)
+        plain = expire == -1 and not self.expire  # no row's expire timestamp to set or clear
+        for topic, partition, offset, epoch, md in zip(topics, partitions, offsets, epochs, metadata, strict=True):
+            run = runs.get(topic)
+            if run is not None and plain and 0 <= partition < run & _RUN_MASK:
+                row = self.index[(run >> RUN_BITS) + partition]
+                if row >= 0 and type(md) is str:
+                    try:
+                        offset_column[row] = offset
+                        epoch_column[row] = epoch
+                        committed_column[row] = committed
+                    except (OverflowError, TypeError):
+                        pass  # put keeps what the columns cannot hold
+                    else:
+                        meta[row] = md if md else ""
+                        continue
+            if self.put(topic, partition, _new(OffsetCommitValue, (offset, epoch, md, committed, expire))):
+                new += 1
+        return new
+
     def _moved(self, topic: str, run: int, partition: int) -> int:
         """Where `partition` of `topic` sits in `index` once the topic's run, too short, moved to the end, grown."""
         index = self.index

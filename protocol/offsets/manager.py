@@ -10,10 +10,11 @@ from a fetch: a fetch is answered only after every earlier write is durable inst
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from ..classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from ..classic.manager import GroupMetadataManager
+from ..commit_run import OffsetCommitRun
 from ..config import GroupConfig
 from ..consumer.group import ConsumerGroup
 from ..consumer.manager import ConsumerGroupManager
@@ -33,15 +34,13 @@ from ..records import OffsetCommitKey, OffsetCommitValue, Record
 from ..shard.deferred import Deferred
 from ..shard.registry import GroupRegistry
 from ..shard.runtime import ShardRuntime
-from ..values import TopicPartition
+from ..values import OffsetAndMetadata, TopicPartition
 from .columns import GroupOffsets
 
 log = logging.getLogger(__name__)
 
 INT64_MAX = 2**63 - 1
 NO_OFFSET = OffsetFetchPartition(-1, "", -1, Errors.NONE)
-
-_new = tuple.__new__
 
 
 def java_string_length(s: str) -> int:
@@ -111,6 +110,17 @@ class OffsetMetadataManager:
         if offsets.put(topic, partition, value):
             self._count += 1
 
+    def replay_run(self, run: OffsetCommitRun) -> None:
+        """Apply a run of OffsetCommit records by column: the state `replay` of each of its records leaves."""
+        group_id = run.group_id
+        if group_id not in self.registry:
+            self.groups.create_simple_group(group_id)
+        offsets = self._offsets.get(group_id)
+        if offsets is None:
+            offsets = self._offsets[group_id] = GroupOffsets()
+        self._count += offsets.put_run(run.topics, run.partitions, run.offsets, run.epochs, run.metadata,
+                                       run.commit_timestamp, run.expire_timestamp)
+
     def ensure_group(self, group_id: str) -> None:
         """The groups half of replaying an offset value: a group that does not exist becomes a simple group."""
         if group_id not in self.registry:
@@ -141,28 +151,36 @@ class OffsetMetadataManager:
             self.groups.refresh_session(group, req.member_id)
         now = self.rt.now()
         expire = -1 if req.retention_time_ms == -1 else min(now + req.retention_time_ms, INT64_MAX)
-        max_metadata = self.config.offset_metadata_max_bytes
-        group_id = req.group_id
         errors: dict[TopicPartition, Errors] = dict.fromkeys(partitions, Errors.NONE)
-        records: list[Record] = []
-        append = records.append
-        new = _new
-        for tp, (offset, metadata, leader_epoch) in zip(partitions, req.offsets.values(), strict=True):
-            # A str has at most 2 UTF-16 units per character, so only long metadata needs measuring.
-            if 2 * len(metadata) > max_metadata and java_string_length(metadata) > max_metadata:
-                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
-                continue
-            # tuple.__new__ builds the NamedTuples without their Python-level __new__ (the hot path).
-            key = new(OffsetCommitKey, (group_id, tp[0], tp[1]))
-            value = new(OffsetCommitValue, (int(offset), int(leader_epoch), str(metadata), now, expire))
-            append(new(Record, (key, value)))
+        run = self._commit_run(req.group_id, partitions, req.offsets.values(), now, expire, errors)
         # The first record of an unknown group creates it as a simple group when it is replayed.
-        self.rt.append(records)
-        if records:
+        self.rt.append(run)
+        if run:
             stats = self.rt.stats
-            stats.offset_commits += len(records)
+            stats.offset_commits += len(run)
             stats.commit_requests += 1
         return self.rt.respond(OffsetCommitResponse(errors))
+
+    def _commit_run(self, group_id: str, partitions: list[TopicPartition], values: Iterable[OffsetAndMetadata],
+                    now: int, expire: int, errors: dict[TopicPartition, Errors]) -> OffsetCommitRun:
+        """The records of a validated commit, by column; a partition whose metadata is too long gets its error
+        in `errors` instead of a record."""
+        if not partitions:
+            return OffsetCommitRun(group_id, (), (), (), (), (), now, expire)
+        topics, numbers = zip(*partitions, strict=True)
+        offsets, metadata, epochs = zip(*values, strict=True)
+        # Validation let through int and str subclasses; the log's columns hold the plain types.
+        offsets, epochs, metadata = tuple(map(int, offsets)), tuple(map(int, epochs)), tuple(map(str, metadata))
+        limit = self.config.offset_metadata_max_bytes
+        # A str has at most 2 UTF-16 units per character, so only long metadata needs measuring.
+        if 2 * max(map(len, metadata)) > limit:
+            too_long = {i for i, m in enumerate(metadata) if 2 * len(m) > limit and java_string_length(m) > limit}
+            for i in too_long:
+                errors[partitions[i]] = Errors.OFFSET_METADATA_TOO_LARGE
+            kept = [i for i in range(len(metadata)) if i not in too_long]
+            topics, numbers, offsets, epochs, metadata = (
+                tuple(column[i] for i in kept) for column in (topics, numbers, offsets, epochs, metadata))
+        return OffsetCommitRun(group_id, topics, numbers, offsets, epochs, metadata, now, expire)
 
     def _validate_commit(self, group: ClassicGroup | None, req: OffsetCommitRequest) -> Errors:
         """Kafka's OffsetCommit validation (Java ClassicGroup.validateOffsetCommit), first match wins."""

@@ -16,6 +16,7 @@ from ..apis import Api
 from ..classic.group import ClassicGroup
 from ..classic.manager import GroupMetadataManager
 from ..classic.snapshot import GroupSnapshot
+from ..commit_run import OffsetCommitRun
 from ..config import GroupConfig
 from ..consumer.group import ConsumerGroupState
 from ..consumer.manager import ConsumerGroupManager
@@ -108,6 +109,9 @@ class GroupCoordinator:
         The dispatch is inlined, without a call per record: most records are offset commits, and this loop runs
         for every one of them.
         """
+        if type(records) is OffsetCommitRun:  # a commit's records, by column
+            self.offsets.replay_run(records)
+            return
         replay_offset, replay_group, loading = self.offsets.replay, self.groups.replay, self._loading
         replay_consumer = self.consumer.replay
         value: Any  # the value type that goes with the key's: the log's records are well formed

@@ -21,8 +21,8 @@ P = "groupcoord.protocol"
 PROTOCOL_ROOT = {
     f"{P}.{name}"
     for name in (
-        "apis", "config", "consumer_protocol", "errors", "messages", "partitioner", "records", "responses",
-        "validation", "values",
+        "apis", "commit_run", "config", "consumer_protocol", "errors", "messages", "partitioner", "records",
+        "responses", "validation", "values",
     )
 }
 # The shard runtime below the groups; the coordinator (also in shard/) is the top of the protocol.

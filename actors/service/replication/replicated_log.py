@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
+from groupcoord.protocol.commit_run import OffsetCommitRun
 from groupcoord.protocol.records import OffsetCommitKey, Record
 from groupcoord.storage.epoch_checkpoint import EpochState
 
@@ -79,7 +80,7 @@ class ReplicatedLog:
         self.hw = 0
         self.followers: list[FollowerLink] = []
         self.fenced_by: int | None = None
-        self._pending: list[tuple[int, list[Record]]] = []
+        self._pending: list[tuple[int, Sequence[Record]]] = []
         self._lock = threading.Lock()  # _pending and the local appends
         self._ship_lock = threading.Lock()  # the followers' links
 
@@ -100,7 +101,8 @@ class ReplicatedLog:
             base = self.plog.end_offset
             end = self.plog.append(records)
             if end > base:
-                self._pending.append((base, list(records)))
+                # A commit's run is immutable and ships by column; anything else is copied.
+                self._pending.append((base, records if type(records) is OffsetCommitRun else list(records)))
             return end
 
     @property
@@ -147,7 +149,7 @@ class ReplicatedLog:
             self._collect(0)
             self._feed_lagging(heartbeat=True)
 
-    def _send_batches(self, f: FollowerLink, batches: list[tuple[int, list[Record]]]) -> None:
+    def _send_batches(self, f: FollowerLink, batches: list[tuple[int, Sequence[Record]]]) -> None:
         if f.inflight is not None or f.match is None:
             return
         batches = [b for b in batches if b[0] >= f.match]
@@ -182,7 +184,7 @@ class ReplicatedLog:
             count += 1
         return batches
 
-    def _replicate(self, f: FollowerLink, batches: list[tuple[int, list[Record]]]) -> None:
+    def _replicate(self, f: FollowerLink, batches: Sequence[tuple[int, Sequence[Record]]]) -> None:
         assert f.match is not None
         msg = Replicate(self.epoch, self.replica_id, f.match, batches, self.hw)
         f.sent_at = self.transport.monotonic()
