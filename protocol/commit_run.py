@@ -107,14 +107,13 @@ class OffsetCommitRun(Sequence[Record]):
         tail = _packed(self.commit_timestamp) + _packed(self.expire_timestamp)
         heads = {topic: _KEY_HEAD + group + _packed(topic) + p_tag for topic in set(self.topics)}
         rests = {m: _packed(m) + tail for m in set(self.metadata)}
+        middle = _VALUE_HEAD + o_tag
         if len(heads) == 1 and len(rests) == 1:  # the usual commit: one topic, one metadata (often "")
             (head,), (rest,) = heads.values(), rests.values()
             pack = self._struct(len(head), p_format, o_format, e_format, len(rest)).pack
-            middle = _VALUE_HEAD + o_tag
             return b"".join([pack(head, p, middle, o, e_tag, e, rest)
                              for p, o, e in zip(self.partitions, self.offsets, self.epochs, strict=True)])
         pack = self._struct(0, p_format, o_format, e_format, 0).pack
-        middle = _VALUE_HEAD + o_tag
         parts: list[bytes] = []
         extend = parts.extend
         columns = (self.topics, self.partitions, self.offsets, self.epochs, self.metadata)
