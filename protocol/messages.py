@@ -417,7 +417,21 @@ def described_rows_in_order(answers: Iterable[bytes], group_ids: Iterable[str]) 
 def descriptions_by_id(answers: Iterable[bytes], group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
     """Partitions' packed DescribeGroups rows as descriptions by group id, in the order of `group_ids` (how an
     admin client answers, with no response object on the way)."""
-    return {row[1]: _description(row) for row in described_rows_in_order(answers, group_ids)}
+    found: dict[str, DescribedGroup] = {}
+    for packed in answers:
+        found.update(descriptions_in(packed))
+    return in_request_order(found, group_ids)
+
+
+def descriptions_in(packed: bytes) -> dict[str, DescribedGroup]:
+    """One partition's packed DescribeGroups rows as descriptions by group id (a caller that builds each answer as
+    it arrives merges them, then puts them in request order with in_request_order)."""
+    return {row[1]: _description(row) for row in unpack_described_rows(packed)}
+
+
+def in_request_order(found: Mapping[str, DescribedGroup], group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
+    """The descriptions of `group_ids` that were found, in request order, each id once."""
+    return {g: found[g] for g in group_ids if g in found}
 
 
 def describe_response_from_rows(flat: list[DescribedRow], throttle_time_ms: int = 0) -> DescribeGroupsResponse:

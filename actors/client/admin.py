@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
 import ray
+from ray.exceptions import GetTimeoutError
 
 from groupcoord.protocol import Errors, OffsetAndMetadata, TopicPartition
 from groupcoord.protocol.apis import Api
@@ -22,7 +24,8 @@ from groupcoord.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
-    descriptions_by_id,
+    descriptions_in,
+    in_request_order,
 )
 from groupcoord.protocol.security.credentials import Credentials
 
@@ -93,8 +96,17 @@ class AdminClient(SecurityAdmin):
         partitions, not through the router a second time."""
         ids = self._names(group_ids, "group_ids")
         parts = self._router("describe_groups_parts", DescribeGroupsRequest(ids))
+        deadline = time.monotonic() + self._timeout_s
+        found: dict[str, DescribedGroup] = {}
         with _gc_paused():
-            out = descriptions_by_id(ray.get(parts, timeout=self._timeout_s), ids)
+            # Each partition's answer is built as it arrives, while the others still describe their groups.
+            while parts:
+                ready, parts = ray.wait(parts, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    raise GetTimeoutError(f"describing groups: {len(parts)} partition answers did not arrive "
+                                          f"within {self._timeout_s} s")
+                found.update(descriptions_in(ray.get(ready[0])))
+            out = in_request_order(found, ids)
         for d in out.values():
             if d.error != Errors.NONE:
                 raise_for(d.error, f"describing group {d.group_id!r}")
