@@ -414,18 +414,9 @@ def described_rows_in_order(answers: Iterable[bytes], group_ids: Iterable[str]) 
     return [by_id[g] for g in group_ids if g in by_id]
 
 
-def descriptions_by_id(answers: Iterable[bytes], group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
-    """Partitions' packed DescribeGroups rows as descriptions by group id, in the order of `group_ids` (how an
-    admin client answers, with no response object on the way)."""
-    found: dict[str, DescribedGroup] = {}
-    for packed in answers:
-        found.update(descriptions_in(packed))
-    return in_request_order(found, group_ids)
-
-
 def descriptions_in(packed: bytes) -> dict[str, DescribedGroup]:
-    """One partition's packed DescribeGroups rows as descriptions by group id (a caller that builds each answer as
-    it arrives merges them, then puts them in request order with in_request_order)."""
+    """One partition's packed DescribeGroups rows as descriptions by group id: how an admin client builds each
+    partition's answer as it arrives, then puts the merged ones in request order with in_request_order."""
     return {row[1]: _description(row) for row in unpack_described_rows(packed)}
 
 

@@ -19,7 +19,8 @@ from groupcoord.protocol.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     describe_response_from_rows,
-    descriptions_by_id,
+    descriptions_in,
+    in_request_order,
     pack_described_rows,
 )
 
@@ -94,9 +95,17 @@ def test_a_partitions_ids_go_in_pieces_no_bigger_than_it_accepts():
     assert calls == [(3, ids[:10]), (3, ids[10:20]), (3, ids[20:]), (1, ["a"])]
 
 
+def _merged(answers: list[bytes]) -> dict:
+    """The partitions' answers built one by one and merged, as AdminClient.describe_groups does as they arrive."""
+    found: dict = {}
+    for packed in answers:
+        found.update(descriptions_in(packed))
+    return found
+
+
 def test_an_admin_client_gets_descriptions_by_group_id_in_request_order_each_once():
     answers = [pack_described_rows([_row("x"), _row("z")]), pack_described_rows([_row("y", "Dead")])]  # two partitions
-    got = descriptions_by_id(answers, ["z", "y", "z", "x", "unasked"])
+    got = in_request_order(_merged(answers), ["z", "y", "z", "x", "unasked"])
     assert list(got) == ["z", "y", "x"]  # "unasked" was never answered: no entry, as described_rows_in_order
     rebuilt = describe_response_from_rows([_row("z"), _row("y", "Dead"), _row("x")]).groups
     assert list(got.values()) == rebuilt  # the same objects a DescribeGroupsResponse holds
@@ -107,7 +116,7 @@ def test_packed_rows_come_back_as_the_same_descriptions():
     rows = [(0, "grüppe-\udc80", "Stable", "consumer", "range",  # a lone surrogate is carried, not refused
              [("m-1", None, "client", "/h", b"\x00meta", b""), ("m-2", "static-1", "c2", "/h2", b"", b"\xff")]),
             (Errors.GROUP_AUTHORIZATION_FAILED.value, "denied", "Dead", "", "", [])]
-    got = descriptions_by_id([pack_described_rows(rows)], ["denied", "grüppe-\udc80"])
+    got = in_request_order(descriptions_in(pack_described_rows(rows)), ["denied", "grüppe-\udc80"])
     assert list(got) == ["denied", "grüppe-\udc80"]
     assert list(got.values()) == describe_response_from_rows([rows[1], rows[0]]).groups
     assert got["denied"].error is Errors.GROUP_AUTHORIZATION_FAILED
