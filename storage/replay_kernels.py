@@ -14,6 +14,7 @@ from numba import njit
 
 from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS
 
+from .msgpack_scan import borrowed
 from .scan_layout import (
     ARENA,
     COMMIT,
@@ -161,6 +162,7 @@ def index_records(buf, kind, spans, ints, r, n, block_no, counts, arena, name_st
     for a value, adds an event for its group once per segment; any other record adds an event
     (-1 - its index) and starts a new segment.
     """
+    buf = borrowed(buf)  # type: ignore[call-arg]  # numba's typing context is the intrinsic's first argument
     prev_g, prev_g_len, gid, prev_t, prev_t_len, tid, pid = -1, -1, -1, -1, -1, -1, -1
     while r < n:
         if kind[r] != COMMIT:
