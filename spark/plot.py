@@ -31,26 +31,32 @@ def activity_timeseries(
     """
     from pyspark.sql import functions as F
 
-    live = commits.where(~F.col("tombstone"))
-    bounds = live.agg(F.min("commit_timestamp").alias("t0"), F.max("commit_timestamp").alias("t1")).first()
+    # Two passes over the history: one aggregation per group (its commits and first and last commit time,
+    # which give the time range and the busiest groups), then one per key and bucket over those groups.
     columns = ["group", "bucket_start_ms", "bucket_end_ms", "commits", "commit_rate", "lag"]
-    if bounds is None or bounds["t0"] is None:
+    per_group = _collect(commits.where(~F.col("tombstone")).groupBy("group").agg(
+        F.count(F.lit(1)).alias("count"), F.min("commit_timestamp").alias("t0"), F.max("commit_timestamp").alias("t1")))
+    firsts = [int(t) for t in per_group["t0"] if t is not None]
+    if not firsts:
         return pd.DataFrame(columns=columns)
-    t0 = int(bounds["t0"])
-    t1 = max(int(bounds["t1"]), now_ms if now_ms is not None else 0)
+    t0 = min(firsts)
+    t1 = max(max(int(t) for t in per_group["t1"] if t is not None), now_ms if now_ms is not None else 0)
     width = max(1, math.ceil((t1 - t0 + 1) / buckets))
-    top = [r["group"] for r in live.groupBy("group").count().orderBy(F.desc("count"), "group").limit(max_groups)
-           .collect()]
+    top = [g for _, g in sorted((-int(n), g) for g, n in zip(per_group["group"], per_group["count"], strict=True))]
+    top = top[:max_groups]
     chosen = commits.where(F.col("group").isin(top))
     at = F.coalesce(F.col("commit_timestamp"), F.col("log_timestamp"))
     bucketed = chosen.select("*", F.floor((at - F.lit(t0)) / F.lit(width)).cast("long").alias("bucket"))
-    counts = _collect(bucketed.where(~F.col("tombstone")).groupBy("group", "bucket").count())
-    last = _collect(
+    per_key = _collect(
         bucketed.groupBy(*COMMIT_KEY, "bucket")
-        .agg(F.max(F.struct("log_partition", "log_offset", "offset")).alias("r"))
+        .agg(F.count(F.when(~F.col("tombstone"), 1)).alias("count"),
+             F.max(F.struct("log_partition", "log_offset", "offset")).alias("r"))
         # A tombstone (deleted offset) is -1, so that carrying offsets forward stops at it.
-        .select(*COMMIT_KEY, "bucket", F.coalesce(F.col("r.offset"), F.lit(-1)).alias("offset"))
+        .select(*COMMIT_KEY, "bucket", "count", F.coalesce(F.col("r.offset"), F.lit(-1)).alias("offset"))
     )
+    # Commits per group and bucket: only buckets that hold a commit (a tombstone's bucket may lie past the last).
+    counts = per_key[per_key["count"] > 0].groupby(["group", "bucket"], as_index=False)["count"].sum()
+    last = per_key[[*COMMIT_KEY, "bucket", "offset"]]
     nb = max(int(counts["bucket"].max()) + 1 if len(counts) else 0, buckets)
     ends = _end_offset_series(samples)
     starts = t0 + width * np.arange(nb)
