@@ -51,8 +51,13 @@ def init_ray(**kwargs: Any) -> None:
 
 
 def ensure_ray(address: str | None, namespace: str | None = None) -> None:
-    """Connect to the Ray cluster at `address` (or the one running here, or a new local one), quietly."""
+    """Connect to the Ray cluster at `address` (or the one running here, or a new local one), quietly.
+
+    With address "local", a Ray of this command's own that ends with it: started without the dashboard,
+    whose head and agent processes would take CPU from the command's own work and serve nobody.
+    """
     import ray
 
     if not ray.is_initialized():
-        init_ray(address=address, namespace=namespace)
+        private = {"include_dashboard": False} if address == "local" else {}
+        init_ray(address=address, namespace=namespace, **private)
