@@ -42,8 +42,8 @@ def activity_timeseries(
     t0 = min(firsts)
     t1 = max(max(int(t) for t in per_group["t1"] if t is not None), now_ms if now_ms is not None else 0)
     width = max(1, math.ceil((t1 - t0 + 1) / buckets))
-    top = [g for _, g in sorted((-int(n), g) for g, n in zip(per_group["group"], per_group["count"], strict=True))]
-    top = top[:max_groups]
+    busiest = sorted((-int(n), g) for g, n in zip(per_group["group"], per_group["count"], strict=True))
+    top = [g for _, g in busiest[:max_groups]]
     chosen = commits.where(F.col("group").isin(top))
     at = F.coalesce(F.col("commit_timestamp"), F.col("log_timestamp"))
     bucketed = chosen.select("*", F.floor((at - F.lit(t0)) / F.lit(width)).cast("long").alias("bucket"))

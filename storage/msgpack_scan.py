@@ -159,8 +159,8 @@ def parse_records(buf, payload_ends, counts, kind, spans, ints, others):
 
     A record that is neither an offset commit nor group metadata is OTHER if `others`, else bad.
     """
-    # One 1-d view per row of the columns, so that each store is a single index (see scan_layout for the rows).
     buf = borrowed(buf)  # type: ignore[call-arg]  # numba's typing context is the intrinsic's first argument
+    # One 1-d view per row of the columns, so that each store is a single index (see scan_layout for the rows).
     rec_start, rec_len, group_start, group_len = spans[0], spans[1], spans[2], spans[3]
     topic_start, topic_len, meta_start, meta_len = spans[4], spans[5], spans[6], spans[7]
     partition, offset, epoch, commit_ts, expire_ts, tombstone = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
