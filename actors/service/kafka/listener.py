@@ -41,6 +41,9 @@ FRAME_TIMEOUT_S = 30.0
 IDLE_TIMEOUT_S = 600.0
 # Requests of one connection being served at once; past it the connection is not read until one is answered.
 MAX_IN_FLIGHT = 256
+# After answering a failed SASL login, how long the client has to hang up before the listener closes. A close right
+# behind the answer can lose it: kafka-python 3.0 drops bytes that arrive together with the end of the stream.
+SASL_FAILURE_LINGER_S = 5.0
 # APIs that start at once instead of after every earlier request of their connection.
 _CONCURRENT_APIS = frozenset({1, 2, 3, 8, 9, 10, 12, 18, 68})
 _SIZE = struct.Struct(">i")
@@ -157,7 +160,7 @@ class KafkaListener:
             except TimeoutError:
                 raise _Close(f"frame of {size} bytes not complete within {self.frame_timeout_s} s") from None
             if sasl is not None and not sasl.complete:
-                if not await self._authenticate(sasl, frame, answers, client_host, sender):
+                if not await self._authenticate(sasl, frame, answers, client_host, sender, reader):
                     return
                 continue
             credentials = None if sasl is None else sasl.credentials
@@ -172,7 +175,7 @@ class KafkaListener:
                 return
 
     async def _authenticate(self, sasl: SaslSession, frame: bytes, answers: asyncio.Queue, client_host: str,
-                            sender: asyncio.Task) -> bool:
+                            sender: asyncio.Task, reader: asyncio.StreamReader) -> bool:
         """One frame of a connection that has not authenticated: answered before the next is read (Kafka's
         authenticator takes one at a time); False once the connection is to be closed."""
         framed = sasl.state is not State.AUTHENTICATE_RAW  # a handshake-v0 token has no Kafka header
@@ -195,8 +198,10 @@ class KafkaListener:
             return True
         self.sasl_closed += 1
         log.info("closing Kafka connection from %s during SASL authentication: %s", client_host, step.why)
-        await answers.put(self._spawn(_done(None)))  # the sender writes what is due, then closes
-        await asyncio.wait({sender}, timeout=self.frame_timeout_s)
+        # The sender writes what is due, then closes: once the client hangs up, if an answer says why.
+        linger = SASL_FAILURE_LINGER_S if step.frame is not None else 0.0
+        await answers.put(self._spawn(_hung_up(reader, linger)))
+        await asyncio.wait({sender}, timeout=self.frame_timeout_s + linger)
         return False
 
     async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
@@ -271,3 +276,13 @@ class KafkaListener:
 
 async def _done(value: Any) -> Any:
     return value
+
+
+async def _hung_up(reader: asyncio.StreamReader, seconds: float) -> None:
+    """None once the client has closed its end (what it sends meanwhile is dropped) or `seconds` have passed."""
+    try:
+        async with asyncio.timeout(seconds):
+            while await reader.read(65536):
+                pass
+    except (TimeoutError, ConnectionError):
+        pass
