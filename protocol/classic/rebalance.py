@@ -10,6 +10,7 @@ never fetch their assignment, live here too, since each expiry may start or comp
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from ..errors import Errors
 from ..messages import SyncGroupResponse
@@ -260,6 +261,19 @@ class GroupRebalancer(GroupStore):
         if armed is None or deadline < armed:
             timers.schedule(key, deadline, _SessionScan(self, group_id))
 
+    def session_timer_early(self, group_id: str, scan: Callable[[], None]) -> bool:
+        """Whether the group's session timer, firing now, found every session still running (heartbeats moved
+        them on since it was armed): it is then armed again with `scan` for the earliest one, and nothing else
+        runs. Most fires are early, and more so when members back off under a coordinator's throttle."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return False
+        earliest = min(map(session_deadline, group.members.values()), default=NO_SESSION_DEADLINE)
+        if earliest == NO_SESSION_DEADLINE or earliest <= self.rt.due():
+            return False
+        self.rt.timers.schedule(_session_key(group_id), earliest, scan)
+        return True
+
     def _expire_sessions(self, group_id: str) -> None:
         """Remove the members whose sessions have ended, in deadline order, and arm the timer for the next."""
         group = self.groups.get(group_id)
@@ -267,7 +281,6 @@ class GroupRebalancer(GroupStore):
             return
         now = self.rt.due()
         earliest = min(map(session_deadline, group.members.values()), default=NO_SESSION_DEADLINE)
-        # Most fires find no session ended (its member heartbeated since the timer was armed): one look, re-armed.
         if earliest <= now:
             self._end_sessions(group, now)
             if self.groups.get(group_id) is not group or group.in_state(DEAD):

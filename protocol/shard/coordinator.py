@@ -237,6 +237,8 @@ class GroupCoordinator:
         group_id = snapshot = None
         if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], str):
             group_id = key[1]
+            if key[0] == "session" and self.groups.session_timer_early(group_id, callback):
+                return
             if self._may_empty(key[0], group_id):
                 snapshot = GroupSnapshot(self.groups.groups, group_id, self.runtime.timers)
         try:

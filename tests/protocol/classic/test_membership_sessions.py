@@ -181,3 +181,29 @@ def test_a_group_has_one_session_timer_which_a_heartbeat_leaves_alone_and_each_m
     ctx.advance(1)
     assert ctx.member_ids() == set()
     assert key not in timers
+
+
+def test_a_session_timer_that_fires_before_any_session_ended_waits_for_the_earliest_one_left():
+    """Every member heartbeated since the timer was armed: it fires, removes no one, and is armed for the
+    earliest deadline now, at which the member that fell silent is removed (neither earlier nor later)."""
+    ctx = ShardContext()
+    gen = ctx.stable_group(3)
+    quiet, *talking = gen.members
+    timers, key = ctx.coord.runtime.timers, _session_key(GROUP)
+    first = timers.deadline(key)
+    third = SESSION_MS // 3
+    ctx.advance(third)
+    assert ctx.heartbeat(GROUP, 1, quiet) == Errors.NONE  # its last: its session now ends at first + third
+    ctx.advance(third)
+    for m in talking:
+        assert ctx.heartbeat(GROUP, 1, m) == Errors.NONE
+    ctx.advance(SESSION_MS - 2 * third)  # the timer's deadline: every session is still running
+    assert ctx.member_ids() == set(gen.members)
+    assert timers.deadline(key) == first + third
+    ctx.advance(third - 1)
+    for m in talking:
+        assert ctx.heartbeat(GROUP, 1, m) == Errors.NONE
+    assert ctx.member_ids() == set(gen.members)
+    ctx.advance(1)
+    assert ctx.member_ids() == set(talking)
+    assert ctx.state() == "PreparingRebalance"
