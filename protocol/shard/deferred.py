@@ -20,7 +20,7 @@ class Deferred(Generic[T]):
 
     def __init__(self) -> None:
         self._value: object = _UNSET
-        self._callbacks: list[Callable[[T], None]] = []
+        self._callbacks: list[Callable[[T], None]] | None = None  # made by the first add_callback
 
     @classmethod
     def completed(cls, value: T) -> "Deferred[T]":
@@ -44,13 +44,15 @@ class Deferred(Generic[T]):
         if self._value is not _UNSET:
             raise RuntimeError("Deferred completed twice")
         self._value = value
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
+        callbacks, self._callbacks = self._callbacks, None
+        for cb in callbacks or ():
             cb(value)
 
     def add_callback(self, cb: Callable[[T], None]) -> None:
         """Call `cb(result)` on completion (at once if already done)."""
         if self._value is _UNSET:
+            if self._callbacks is None:
+                self._callbacks = []
             self._callbacks.append(cb)
         else:
             cb(self._value)  # type: ignore[arg-type]  # done, so a T (as in result)

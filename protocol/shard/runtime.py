@@ -76,11 +76,10 @@ class ShardRuntime:
 
     def respond(self, value: T) -> Deferred[T]:
         """A response that completes once every earlier write is durable."""
-        d: Deferred[T] = Deferred()
         if self._durable >= self._end and not self._waiters:  # when_durable's own test, without its closure
-            d.complete(value)
-        else:
-            self.complete(d, value)
+            return Deferred.completed(value)
+        d: Deferred[T] = Deferred()
+        self.complete(d, value)
         return d
 
     def complete(self, deferred: Deferred[T], value: T) -> None:
