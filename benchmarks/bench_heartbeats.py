@@ -19,7 +19,9 @@ heartbeat is measured in-process for reference, Ray's floor at the batched knee 
 batched the same way, to an echo actor that answers at once: ray_floor) in the same run, and each
 step reads how much CPU the partition actor and the drivers used in its window (from /proc): on a
 small machine the drivers share the cores with the actor, and the actor's CPU per heartbeat says
-what it could serve on a core of its own.
+what it could serve on a core of its own. Past the steps, the knee step runs again for the overload
+step's window (60 s), and then the overload step offers twice what the knee step served: the actor
+must serve at least 90% of what it served in the knee's second run.
 """
 
 from __future__ import annotations
@@ -498,17 +500,29 @@ def overload_step(svc: Any, drivers: list, steps: list[dict], sizes: dict) -> di
     # The knee is what the actor served, not what the step offered: at the last good step the drivers may send
     # less than they were asked to (2 cores), and twice that offer would overload the actor by more than 2x.
     offered = int(knee["served_per_s"] * sizes["overload"])
+    window_s = sizes["overload_window_s"]
+    # The knee once more, measured as the overload step is (its window, just before it): the steps' best is
+    # the highest of several shorter samples taken minutes earlier, which this machine's noise (one run's
+    # saturated steps served 38.6k-42.1k/s) lifts above what the actor sustains.
+    common.step(f"the knee again: {knee['offered_per_s']:,.0f} heartbeats/s offered for {window_s:g} s")
+    again = run_step(svc, drivers, int(knee["offered_per_s"]), True, sizes, "hb-knee-again", window_s=window_s)
+    common.step(f"  {step_line(again)}")
     common.step(f"overload: {offered:,} heartbeats/s offered ({sizes['overload']:g} x the knee of "
-                f"{knee['served_per_s']:,.0f}/s served) for {sizes['overload_window_s']:g} s")
-    step = run_step(svc, drivers, offered, True, sizes, "hb-overload", window_s=sizes["overload_window_s"])
+                f"{knee['served_per_s']:,.0f}/s served) for {window_s:g} s")
+    step = run_step(svc, drivers, offered, True, sizes, "hb-overload", window_s=window_s)
     common.step(f"  {step_line(step)}")
     step["knee_assumed"] = not good
     step["knee_offered_per_s"] = knee["offered_per_s"]
     step["knee_served_per_s"] = knee["served_per_s"]
+    step["knee_again"] = again
     served = step.get("served_per_s", 0.0)
-    step["served_of_knee"] = served / knee["served_per_s"] if knee["served_per_s"] else 0.0
+    # The verdict compares like with like; a knee step that failed to run again leaves the steps' best.
+    reference = again["served_per_s"] if again.get("served_per_s") and not again["crashed"] else knee["served_per_s"]
+    step["served_of_knee"] = served / reference if reference else 0.0
+    step["served_of_best_step"] = served / knee["served_per_s"] if knee["served_per_s"] else 0.0
     step["ok"] = (step["served_of_knee"] >= OVERLOAD_SERVED and step.get("false_expiries", 1) == 0
-                  and not step["crashed"] and "error" not in step)
+                  and again.get("false_expiries", 1) == 0 and not step["crashed"] and not again["crashed"]
+                  and "error" not in step)
     return step
 
 
@@ -575,18 +589,33 @@ def report(results: dict) -> None:
     if "served_per_s" not in ov:
         common.print_target("overload: >= 90% of the knee served at 2x offered", f"FAILED: {ov.get('error')}", False)
         return
+    again = ov.get("knee_again", {})
+    rows = [_overload_row("the knee again", again, "-"),
+            _overload_row(f"{ov['offered_per_s'] / ov['knee_served_per_s']:.1f} x the knee", ov,
+                          f"{ov['served_of_knee'] * 100:.0f}% ({ov.get('served_of_best_step', 0) * 100:.0f}%)")]
     common.print_table(
-        f"overload: {ov['offered_per_s'] / ov['knee_served_per_s']:.1f} x the knee "
-        f"({ov['knee_served_per_s']:,.0f}/s served) for {ov['window_s']:g} s",
-        ["offered/s", "served/s", "of knee", "false expiries", "failed members", "throttled answers",
-         "actor lag max ms", "crashes"],
-        [[f"{ov['offered_per_s']:,.0f}", f"{ov['served_per_s']:,.0f}", f"{ov['served_of_knee'] * 100:.0f}%",
-          ov["false_expiries"], ov["failed_members"], f"{ov['throttled']:,}", ov.get("actor_lag_max_ms"),
-          int(ov["crashed"])]],
+        f"overload: the knee step ({ov['knee_offered_per_s']:,.0f}/s offered, {ov['knee_served_per_s']:,.0f}/s "
+        f"served) again, then twice what it served, each for {ov['window_s']:g} s",
+        ["step", "offered/s", "served/s", "of the knee again (of the best step)", "false expiries",
+         "failed members", "throttled answers", "actor lag max ms", "crashes"],
+        [r for r in rows if r is not None],
     )
+    knee_again = again.get("served_per_s")
     common.print_target(f"overload: >= {OVERLOAD_SERVED:.0%} of the knee served, no false expiry, no crash",
-                        f"{ov['served_of_knee'] * 100:.0f}% of {ov['knee_served_per_s']:,.0f}/s, "
-                        f"{ov['false_expiries']} false expiries, {int(ov['crashed'])} crashes", ov["ok"])
+                        f"{ov['served_of_knee'] * 100:.0f}% of {knee_again or ov['knee_served_per_s']:,.0f}/s "
+                        f"(the knee again; {ov.get('served_of_best_step', 0) * 100:.0f}% of the best step's "
+                        f"{ov['knee_served_per_s']:,.0f}/s), {ov['false_expiries']} false expiries, "
+                        f"{int(ov['crashed'] or again.get('crashed', False))} crashes", ov["ok"])
+
+
+def _overload_row(name: str, st: dict, of_knee: str) -> list | None:
+    """A row of the overload table (None for a step that did not run)."""
+    if not st:
+        return None
+    if "served_per_s" not in st:
+        return [name, f"{st['offered_per_s']:,.0f}", *["-"] * 6, f"FAILED: {st.get('error')}"]
+    return [name, f"{st['offered_per_s']:,.0f}", f"{st['served_per_s']:,.0f}", of_knee, st["false_expiries"],
+            st["failed_members"], f"{st['throttled']:,}", st.get("actor_lag_max_ms"), int(st["crashed"])]
 
 
 def main(argv: list[str] | None = None) -> dict:

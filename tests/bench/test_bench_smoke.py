@@ -86,6 +86,12 @@ def test_heartbeats(drivers, tmp_path):
     assert abs(overload["offered_per_s"] - 2 * overload["knee_served_per_s"]) <= one_group_per_s
     assert not overload["crashed"] and overload["false_expiries"] == 0
     assert 0 < overload["sent_total"] == overload["answers_total"]
+    # Before it, the knee step again over the same window: the verdict's reference.
+    again = overload["knee_again"]
+    assert again["offered_per_s"] == overload["knee_offered_per_s"] and again["window_s"] == overload["window_s"]
+    assert not again["crashed"] and again["false_expiries"] == 0 and 0 < again["sent_total"] == again["answers_total"]
+    if again["served_per_s"]:  # (a stalled tiny window serves nothing: the best step stands in)
+        assert overload["served_of_knee"] == overload["served_per_s"] / again["served_per_s"]
     assert r["crashes"] == 0
 
 
