@@ -48,7 +48,7 @@ from .scan_layout import (
 
 log = logging.getLogger(__name__)
 
-BLOCK_RECORDS = 500_000  # records per block read and scanned at once (~100 B of scratch columns each)
+BLOCK_RECORDS = 65_536  # records per block read and scanned at once (~120 B of scratch columns each, reused)
 # At most this many key slots reserved up front (~75 B each, untouched until written); a longer log grows them.
 RESERVED_SLOTS_MAX = 1 << 24
 
@@ -202,23 +202,24 @@ class _Keys:
     def offsets(self) -> dict[str, GroupOffsets]:
         """The live offsets (the keys whose last record is a value) as the shard's column store, by group."""
         c = self.counts
-        live = np.flatnonzero(self.state[: c[SLOTS]] == 1)
-        pair = self.slot_pair[live]
-        pair_group = self.pair_key[: c[PAIRS]] >> 32
-        pair_topic = self.pair_key[: c[PAIRS]] & 0xFFFFFFFF
-        part, epoch = self.slot_part[live], self.epoch[live]
-        dense = (part >= 0) & (part < DENSE_PARTITIONS) & (epoch >= -(2**31)) & (epoch < 2**31)
-        out: dict[str, GroupOffsets] = {}
-        self._sparse(out, live[~dense], pair_group, pair_topic)
-        live, pair, part = live[dense], pair[dense], part[dense]
-        if not len(live):
-            return out
-        # Rows in order of (group, topic): the pairs sorted by group then topic, the rows by their pair's rank.
+        slots, pairs = int(c[SLOTS]), int(c[PAIRS])
+        pair_group = self.pair_key[:pairs] >> 32
+        pair_topic = self.pair_key[:pairs] & 0xFFFFFFFF
+        # Rows in order of (group, topic, partition): the pairs ranked by group then topic, the rows by their pair's
+        # rank. The live keys the columns cannot hold (a high partition, an epoch past int32) come after them.
         pair_order = np.lexsort((pair_topic, pair_group))
-        rank = np.empty(len(pair_order), np.int64)
-        rank[pair_order] = np.arange(len(pair_order))
-        order = self.kernels.counting_order(rank[pair], len(pair_order))
-        live, pair, part = live[order], pair[order], part[order]
+        rank = np.empty(pairs, np.int64)
+        rank[pair_order] = np.arange(pairs)
+        rows, found = np.empty(slots, np.int64), np.zeros(2, np.int64)
+        self.kernels.live_rows(self.state[:slots], self.slot_pair[:slots], self.slot_part[:slots],
+                               self.epoch[:slots], rank, rows, found)
+        dense, as_values = int(found[0]), int(found[1])
+        out: dict[str, GroupOffsets] = {}
+        self._sparse(out, rows[dense : dense + as_values], pair_group, pair_topic)
+        if not dense:
+            return out
+        live = rows[:dense]
+        pair, part = self.slot_pair[live], self.slot_part[live]
         group = pair_group[pair]
         group_starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         row_in_group = np.arange(len(live)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(live)]))
@@ -236,10 +237,10 @@ class _Keys:
         group_index_start = run_base[group_runs]
         packed = (run_base - np.repeat(group_index_start, np.diff(np.r_[group_runs, len(run_starts)]))) << RUN_BITS
         packed |= lengths
-        index_bytes = memoryview(index.tobytes())
-        offsets_bytes = memoryview(self.offset[live].tobytes())
-        epochs_bytes = memoryview(self.epoch[live].astype(np.int32).tobytes())
-        committed_bytes = memoryview(self.committed[live].tobytes())
+        # Each group's columns are copied out of these bytes.
+        index_bytes, offset_bytes = index.data.cast("B"), self.offset[live].data.cast("B")
+        epoch_bytes = self.epoch[live].astype(np.int32).data.cast("B")
+        committed_bytes = self.committed[live].data.cast("B")
         meta: list[str | None] = [""] * len(live)
         for i in np.flatnonzero(self.meta_len[live] > 0).tolist():
             meta[i] = self.metadata[int(self.meta_block[live[i]]), int(self.meta_start[live[i]])]
@@ -260,8 +261,8 @@ class _Keys:
                               strict=True))
             index_col, offset_col, epoch_col, committed_col = array("i"), array("q"), array("i"), array("q")
             index_col.frombytes(index_bytes[4 * index_cuts[k] : 4 * index_cuts[k + 1]])
-            offset_col.frombytes(offsets_bytes[8 * a : 8 * b])
-            epoch_col.frombytes(epochs_bytes[4 * a : 4 * b])
+            offset_col.frombytes(offset_bytes[8 * a : 8 * b])
+            epoch_col.frombytes(epoch_bytes[4 * a : 4 * b])
             committed_col.frombytes(committed_bytes[8 * a : 8 * b])
             e0, e1 = expire_cuts[k], expire_cuts[k + 1]
             expire = {expire_rows_list[i] - a: expire_values[i] for i in range(e0, e1)} if e1 > e0 else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,45 @@ def _first_segment(opened: list[OpenSegment], offset: int) -> int:
     return index
 
 
+class _Taken:
+    """The entries a read_entries call has taken so far, and where the next read resumes."""
+
+    def __init__(self, start: LogPosition) -> None:
+        self.chunks: list[memoryview] = []
+        self.bases, self.counts, self.times, self.ends = array("q"), array("q"), array("q"), array("q")
+        self.size = self.records = 0
+        self.next_offset, self.segment, self.position = start.next_offset, start.segment, start.position
+
+    def take(self, entries: Iterator[tuple], seg_base: int, start_offset: int, end_offset: int | None,
+             max_records: int | None) -> bool:
+        """Take `entries` of the segment based at seg_base; True once the block is full or reached end_offset."""
+        for base, count, ts, payload, entry_end in entries:
+            if end_offset is not None and base >= end_offset:
+                return True
+            if base < start_offset:  # cut the records below the start offset
+                cut = start_offset - base
+                payload, base, count = _skip_records(payload, cut), base + cut, count - cut
+            self.chunks.append(payload)
+            self.size += len(payload)
+            self.bases.append(base)
+            self.counts.append(count)
+            self.times.append(ts)
+            self.ends.append(self.size)
+            self.records += count
+            self.next_offset, self.segment, self.position = base + count, seg_base, entry_end
+            if max_records is not None and self.records >= max_records:
+                return True
+        return False
+
+    def rewind(self, entries: int, position: tuple[int, int, int]) -> None:
+        """Back to the first `entries` entries and the (next offset, segment, byte) position after them."""
+        del self.chunks[entries:], self.bases[entries:], self.counts[entries:], self.times[entries:]
+        del self.ends[entries:]
+        self.size = self.ends[-1] if entries else 0
+        self.records = sum(self.counts)
+        self.next_offset, self.segment, self.position = position
+
+
 def read_entries(
     directory: str | os.PathLike[str],
     start: LogPosition | int = 0,
@@ -125,18 +165,15 @@ def read_entries(
 
     With `end_offset`, only entries that start below it (the last one may reach past it). Records
     of the first entry below the start offset are cut off by offset. Raises
-    CorruptLogError for damage before the last segment's tail, as the reader does.
+    CorruptLogError for damage before the last segment's tail, as the reader does. A segment is
+    checked only as far as the block takes entries from it.
     """
     directory = Path(directory)
     if isinstance(start, int):
         start = LogPosition(start)
     epoch = writer_epoch(directory)
     opened = open_snapshot(directory)
-    chunks: list[memoryview] = []
-    bases, counts, times, ends = array("q"), array("q"), array("q"), array("q")
-    size = taken = 0
-    # Where the next read resumes (a LogPosition at the end): the offset, segment and byte after the last entry taken.
-    next_offset, segment, position = start.next_offset, start.segment, start.position
+    got = _Taken(start)
     try:
         first = _first_segment(opened, start.next_offset)
         for i in range(first, len(opened)):
@@ -146,45 +183,33 @@ def read_entries(
             limit = os.fstat(seg.file.fileno()).st_size
             torn_ok = i == len(opened) - 1
             resume = i == first and seg.base_offset == start.segment and 0 < start.position <= limit
+            taken, resumed_at = len(got.chunks), (got.next_offset, got.segment, got.position)
             try:
                 entries = _scan(seg, limit, start.position if resume else 0, torn_ok, start.next_offset)
+                full = got.take(entries, seg.base_offset, start.next_offset, end_offset, max_records)
             except CorruptLogError:
                 if not resume:
                     raise
                 log.info("%s: byte %d no longer starts an entry; scanning the segment", seg.path, start.position)
+                got.rewind(taken, resumed_at)
                 entries = _scan(seg, limit, 0, torn_ok, start.next_offset)
-            for base, count, ts, payload, entry_end in entries:
-                if end_offset is not None and base >= end_offset:
-                    break
-                if base < start.next_offset:  # cut the records below the start offset
-                    cut = start.next_offset - base
-                    payload, base, count = _skip_records(payload, cut), base + cut, count - cut
-                chunks.append(payload)
-                size += len(payload)
-                bases.append(base)
-                counts.append(count)
-                times.append(ts)
-                ends.append(size)
-                taken += count
-                next_offset, segment, position = base + count, seg.base_offset, entry_end
-                if max_records is not None and taken >= max_records:
-                    break
-            else:
-                continue
-            break  # the block is full, or the entries reached end_offset
+                full = got.take(entries, seg.base_offset, start.next_offset, end_offset, max_records)
+            if full:
+                break
     finally:
         for seg in opened:
             seg.file.close()
-    end = LogPosition(next_offset, segment, position, epoch)
-    return EntryBlock(b"".join(chunks), bases, counts, times, ends, start, end)
+    end = LogPosition(got.next_offset, got.segment, got.position, epoch)
+    return EntryBlock(b"".join(got.chunks), got.bases, got.counts, got.times, got.ends, start, end)
 
 
-def _scan(seg: OpenSegment, limit: int, position: int, torn_ok: bool, min_offset: int) -> list[tuple]:
-    """(base, count, timestamp, payload view, end position) of each entry holding records at or above min_offset."""
+def _scan(seg: OpenSegment, limit: int, position: int, torn_ok: bool, min_offset: int) -> Iterator[tuple]:
+    """(base, count, timestamp, payload view, end position) of each entry holding records at or above min_offset,
+    checked as it is reached."""
     scanner = EntryScanner(seg.file, seg.path, limit, start=position, min_offset=seg.base_offset,
                            allow_torn_tail=torn_ok)
-    return [(e.base_offset, e.record_count, e.timestamp_ms, e.payload, e.position + e.size)
-            for e in scanner if e.record_count and e.base_offset + e.record_count > min_offset]
+    return ((e.base_offset, e.record_count, e.timestamp_ms, e.payload, e.position + e.size)
+            for e in scanner if e.record_count and e.base_offset + e.record_count > min_offset)
 
 
 def _skip_records(payload: memoryview, n: int) -> memoryview:

@@ -43,7 +43,7 @@ SIGNATURES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "rehash_names": ("replay_kernels", "void", (_I8, _U8, "i8")),
     "rehash_pairs": ("replay_kernels", "void", (_I8, _I8, "i8")),
     "rehash_keys": ("replay_kernels", "void", (_I8, _I8, _I8, _I8, "i8")),
-    "counting_order": ("replay_kernels", _I8, (_I8, "i8")),
+    "live_rows": ("replay_kernels", "void", (_I1, _I8, _I8, _I8, _I8, _I8, _I8)),
     "fill_partition_index": ("replay_kernels", "void", (_I8, _I8, _I8, _I8, "i4[::1]")),
 }
 _SOURCES = ("msgpack_scan.py", "replay_kernels.py", "scan_layout.py", "kernels.py")
@@ -59,7 +59,7 @@ class Kernels:
     rehash_names: Callable[..., Any]
     rehash_pairs: Callable[..., Any]
     rehash_keys: Callable[..., Any]
-    counting_order: Callable[..., Any]
+    live_rows: Callable[..., Any]
     fill_partition_index: Callable[..., Any]
 
 

@@ -133,12 +133,12 @@ def _slot(pair, partition, counts, slot_pair, slot_part, ktab, hashed):
 @njit(cache=True)
 def _dense_slot(pid, part, counts, pair_base, pair_cap, slot_pair, slot_part, state, offset, epoch, committed,
                 expire, meta_len, meta_start, meta_block):
-    """The slot of `part` (0 <= part < DENSE_PARTITIONS) in its pair's run; a short run moves and grows."""
+    """The slot of `part` (0 <= part < DENSE_PARTITIONS) in its pair's run, which is too short and not the last one
+    taken: the run moves to the end and grows (to at least twice its length)."""
     cap = pair_cap[pid]
-    if part < cap:
-        return pair_base[pid] + part
+    old = pair_base[pid]
     new_cap = min(DENSE_PARTITIONS, max(part + 1, 2 * cap, 8))
-    old, base = pair_base[pid], counts[SLOTS]
+    base = counts[SLOTS]
     counts[SLOTS] += new_cap
     for i in range(new_cap):
         slot_pair[base + i], slot_part[base + i], state[base + i] = pid, i, 0
@@ -193,8 +193,17 @@ def index_records(buf, kind, spans, ints, r, n, block_no, counts, arena, name_st
         if changed:
             pid = _pair_id((gid << 32) | tid, counts, pair_key, ptab)
         part = ints[0, r]
-        if 0 <= part < pair_cap[pid]:  # the common case, without a call (each passes every array)
+        cap = pair_cap[pid]
+        if 0 <= part < cap:  # the common case, without a call (each passes every array)
             s = pair_base[pid] + part
+        elif 0 <= part < DENSE_PARTITIONS and (cap == 0 or pair_base[pid] + cap == counts[SLOTS]):
+            # A new pair's run, or the last one taken (its partitions committed in a row): it grows where it stands.
+            base = counts[SLOTS] if cap == 0 else pair_base[pid]
+            for i in range(cap, part + 1):
+                slot_pair[base + i], slot_part[base + i], state[base + i] = pid, i, 0
+            pair_base[pid], pair_cap[pid] = base, part + 1
+            counts[SLOTS] = base + part + 1
+            s = base + part
         elif 0 <= part < DENSE_PARTITIONS:
             s = _dense_slot(pid, part, counts, pair_base, pair_cap, slot_pair, slot_part, state, offset, epoch,
                             committed, expire, meta_len, meta_start, meta_block)
@@ -257,18 +266,32 @@ def rehash_keys(ktab, slot_pair, slot_part, hashed, n):
 
 
 @njit(cache=True)
-def counting_order(keys, nkeys):
-    """A stable permutation that sorts `keys` (0 <= key < nkeys): a counting sort."""
-    start = np.zeros(nkeys + 1, np.int64)
-    for k in keys:
-        start[k + 1] += 1
-    for k in range(nkeys):
+def live_rows(state, slot_pair, slot_part, epoch, pair_rank, rows, found):
+    """Fill `rows` with the live slots (state 1): first those the columns hold (a partition below DENSE_PARTITIONS,
+    an epoch within int32) in order of their pair's rank, then of partition; after them the others. found[0] and
+    found[1] are set to how many of each."""
+    start = np.zeros(len(pair_rank) + 1, np.int64)
+    others = 0
+    for s in range(len(state)):
+        if state[s] == 1:
+            if 0 <= slot_part[s] < DENSE_PARTITIONS and -2147483648 <= epoch[s] <= 2147483647:
+                start[pair_rank[slot_pair[s]] + 1] += 1
+            else:
+                others += 1
+    for k in range(len(pair_rank)):
         start[k + 1] += start[k]
-    out = np.empty(len(keys), np.int64)
-    for i in range(len(keys)):
-        out[start[keys[i]]] = i
-        start[keys[i]] += 1
-    return out
+    dense = start[len(pair_rank)]
+    at = dense
+    for s in range(len(state)):  # a pair's slots in a run are in partition order
+        if state[s] == 1:
+            if 0 <= slot_part[s] < DENSE_PARTITIONS and -2147483648 <= epoch[s] <= 2147483647:
+                k = pair_rank[slot_pair[s]]
+                rows[start[k]] = s
+                start[k] += 1
+            else:
+                rows[at] = s
+                at += 1
+    found[0], found[1] = dense, others
 
 
 @njit(cache=True)
