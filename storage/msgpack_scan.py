@@ -11,6 +11,7 @@ its column store (storage.bulk_replay).
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -30,6 +31,20 @@ def borrowed(typingctx, arr):
         return view._getvalue()
 
     return arr(arr), codegen
+
+
+@intrinsic
+def word_at(typingctx, arr, pos):
+    """The 8 bytes of a uint8 array from `pos` on as one native-order integer: a single unaligned load, for
+    comparing bytes eight at a time. The caller keeps pos + 8 within the array."""
+
+    def codegen(context, builder, signature, args):
+        view = context.make_array(signature.args[0])(context, builder, value=args[0])
+        at = context.cast(builder, args[1], signature.args[1], types.intp)
+        word = builder.bitcast(builder.gep(view.data, [at]), ir.IntType(64).as_pointer())
+        return builder.load(word, align=1)
+
+    return types.uint64(arr, pos), codegen
 
 
 @njit(cache=True, inline="always")

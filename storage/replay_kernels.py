@@ -14,7 +14,7 @@ from numba import njit
 
 from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS
 
-from .msgpack_scan import borrowed
+from .msgpack_scan import borrowed, word_at
 from .scan_layout import (
     ARENA,
     COMMIT,
@@ -225,13 +225,22 @@ def index_records(buf, kind, spans, ints, r, n, block_no, counts, arena, name_st
     return r
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _equal(buf, a, b, length):
+    """Whether the `length` bytes at a and at b are the same (b -1: there is nothing at b)."""
     if b < 0:
         return False
-    for k in range(length):
+    k = 0
+    while k + 8 <= length:
+        if word_at(buf, a + k) != word_at(buf, b + k):
+            return False
+        k += 8
+    if k < length and length >= 8:  # the last 8 bytes, overlapping those compared
+        return word_at(buf, a + length - 8) == word_at(buf, b + length - 8)
+    while k < length:
         if buf[a + k] != buf[b + k]:
             return False
+        k += 1
     return True
 
 

@@ -28,8 +28,11 @@ from groupcoord.storage.reader import read_partition
 from groupcoord.storage.segment import segment_file_name
 
 T0 = 1_700_000_000_000
-GROUPS = ["g0", "g1", "grüppe-2", "a-much-longer-group-id-0003"]
-TOPICS = ["t", "orders", "ümlaut"]
+# Names of one length that differ only in their first, middle or last 8 bytes: the scan compares names 8 bytes at a
+# time (the last 8 overlapping), and one compare too few would merge two groups' or topics' offsets.
+GROUPS = ["g0", "g1", "grüppe-2", "a-much-longer-group-id-0003", "a-much-longer-group-id-0004",
+          "b-much-longer-group-id-0003", "a-much-longer-gruop-id-0003"]
+TOPICS = ["t", "orders", "ümlaut", "orders-1", "orders-2"]
 
 
 def _record(rng: random.Random, i: int) -> Record:
