@@ -145,14 +145,6 @@ class _Taken:
                 return True
         return False
 
-    def rewind(self, entries: int, position: tuple[int, int, int]) -> None:
-        """Back to the first `entries` entries and the (next offset, segment, byte) position after them."""
-        del self.chunks[entries:], self.bases[entries:], self.counts[entries:], self.times[entries:]
-        del self.ends[entries:]
-        self.size = self.ends[-1] if entries else 0
-        self.records = sum(self.counts)
-        self.next_offset, self.segment, self.position = position
-
 
 def read_entries(
     directory: str | os.PathLike[str],
@@ -183,7 +175,6 @@ def read_entries(
             limit = os.fstat(seg.file.fileno()).st_size
             torn_ok = i == len(opened) - 1
             resume = i == first and seg.base_offset == start.segment and 0 < start.position <= limit
-            taken, resumed_at = len(got.chunks), (got.next_offset, got.segment, got.position)
             try:
                 entries = _scan(seg, limit, start.position if resume else 0, torn_ok, start.next_offset)
                 full = got.take(entries, seg.base_offset, start.next_offset, end_offset, max_records)
@@ -191,7 +182,7 @@ def read_entries(
                 if not resume:
                     raise
                 log.info("%s: byte %d no longer starts an entry; scanning the segment", seg.path, start.position)
-                got.rewind(taken, resumed_at)
+                got = _Taken(start)  # only the first segment resumes: drop what this scan of it took
                 entries = _scan(seg, limit, 0, torn_ok, start.next_offset)
                 full = got.take(entries, seg.base_offset, start.next_offset, end_offset, max_records)
             if full:

@@ -228,15 +228,16 @@ def index_records(buf, kind, spans, ints, r, n, block_no, counts, arena, name_st
 @njit(cache=True, inline="always")
 def _equal(buf, a, b, length):
     """Whether the `length` bytes at a and at b are the same (b -1: there is nothing at b)."""
+    # mypy reads word_at's typing context as its first argument: hence the ignores below.
     if b < 0:
         return False
     k = 0
     while k + 8 <= length:
-        if word_at(buf, a + k) != word_at(buf, b + k):
+        if word_at(buf, a + k) != word_at(buf, b + k):  # type: ignore[call-arg]
             return False
         k += 8
     if k < length and length >= 8:  # the last 8 bytes, overlapping those compared
-        return word_at(buf, a + length - 8) == word_at(buf, b + length - 8)
+        return word_at(buf, a + length - 8) == word_at(buf, b + length - 8)  # type: ignore[call-arg]
     while k < length:
         if buf[a + k] != buf[b + k]:
             return False
