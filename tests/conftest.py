@@ -42,6 +42,17 @@ def ensure_local_ray():
     return ray
 
 
+@pytest.fixture(autouse=True)
+def _cleaner_children_at_test_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction's cleaner children (storage.cleaner_process) of the test processes run at their parent's
+    priority, not 10 below it: with both cores busy (the other pytest worker, Ray, a JVM) a niced child got a
+    tenth of a core, and the tests waited on it (the compaction crash-point test: 77 s instead of about 25 s).
+    tests/storage/test_cleaner_process.py checks the production increment. Ray's actor processes keep it."""
+    from groupcoord.storage import cleaner_process
+
+    monkeypatch.setattr(cleaner_process.ChildCleaner, "nice_increment", 0)
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     """The local Ray instance shared by the suite (started again if a module shut it down)."""
