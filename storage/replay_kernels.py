@@ -275,6 +275,12 @@ def rehash_keys(ktab, slot_pair, slot_part, hashed, n):
         ktab[i] = found
 
 
+@njit(cache=True, inline="always")
+def _held(partition, epoch):
+    """Whether the column store holds a key of this partition and leader epoch (else it keeps a value)."""
+    return 0 <= partition < DENSE_PARTITIONS and -2147483648 <= epoch <= 2147483647
+
+
 @njit(cache=True)
 def live_rows(state, slot_pair, slot_part, epoch, pair_rank, rows, found):
     """Fill `rows` with the live slots (state 1): first those the columns hold (a partition below DENSE_PARTITIONS,
@@ -284,7 +290,7 @@ def live_rows(state, slot_pair, slot_part, epoch, pair_rank, rows, found):
     others = 0
     for s in range(len(state)):
         if state[s] == 1:
-            if 0 <= slot_part[s] < DENSE_PARTITIONS and -2147483648 <= epoch[s] <= 2147483647:
+            if _held(slot_part[s], epoch[s]):
                 start[pair_rank[slot_pair[s]] + 1] += 1
             else:
                 others += 1
@@ -294,7 +300,7 @@ def live_rows(state, slot_pair, slot_part, epoch, pair_rank, rows, found):
     at = dense
     for s in range(len(state)):  # a pair's slots in a run are in partition order
         if state[s] == 1:
-            if 0 <= slot_part[s] < DENSE_PARTITIONS and -2147483648 <= epoch[s] <= 2147483647:
+            if _held(slot_part[s], epoch[s]):
                 k = pair_rank[slot_pair[s]]
                 rows[start[k]] = s
                 start[k] += 1
