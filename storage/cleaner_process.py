@@ -135,7 +135,7 @@ def main(parent_pid: int) -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     plan = pickle.load(inp)  # sent as soon as the child starts
     with contextlib.suppress(OSError):
-        os.nice(plan.get("nice_increment", NICE_INCREMENT))
+        os.nice(plan["nice_increment"])
     scan = ScanHere(_compactor(plan))
     _answer(out, scan.survivors)
     while True:
