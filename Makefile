@@ -30,7 +30,7 @@ test: kernels
 demo: kernels
 	$(BIN)/groupcoord demo
 
-# Every load benchmark at full size (about 20 minutes on 2 cores); tables on stdout, JSON in benchmarks/results/.
+# Every load benchmark at full size (40-50 minutes on 2 cores); tables on stdout, JSON in benchmarks/results/.
 bench: kernels
 	$(BIN)/python -m benchmarks all
 
