@@ -194,6 +194,14 @@ class GroupRebalancer(GroupStore):
             lambda: self._expire_pending_sync(group_id, generation),
         )
 
+    def synced(self, group: ClassicGroup, member_id: str) -> None:
+        """The member has asked for its assignment. Once no member holds the sync phase open, the sync timer has
+        nothing left to expire and is cancelled, as Kafka's removePendingSyncMember does: left armed, it fired a
+        rebalance timeout after every rebalance and copied the group for nothing."""
+        group.drop_pending_sync(member_id)
+        if not group.pending_sync_members:
+            self.rt.timers.cancel(_sync_key(group.group_id))
+
     def _expire_pending_sync(self, group_id: str, generation: int) -> None:
         group = self.groups.get(group_id)
         if group is None or group.generation_id != generation:

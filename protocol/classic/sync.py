@@ -35,7 +35,7 @@ class SyncGroupHandler(GroupRebalancer):
         if group.in_state(PREPARING):
             return self.rt.respond(sync_error(Errors.REBALANCE_IN_PROGRESS))
         member = group.members[req.member_id]
-        group.drop_pending_sync(req.member_id)
+        self.synced(group, req.member_id)
         if group.in_state(STABLE):
             return self.rt.respond(
                 SyncGroupResponse(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment)

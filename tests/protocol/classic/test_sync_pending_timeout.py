@@ -73,3 +73,16 @@ def test_pending_sync_timer_of_an_old_generation_has_no_effect():
     ctx.advance(REBALANCE_MS)
     assert ctx.member_ids() == set(gen.members)
     assert ctx.state() == "Stable"
+
+
+def test_the_sync_timer_is_cancelled_once_every_member_synced():
+    # Kafka's removePendingSyncMember: armed until the last member syncs, then nothing is left for it to expire.
+    ctx = ShardContext()
+    gen = ctx.join_members(3, session_timeout_ms=LONG_SESSION)
+    ctx.send_sync(GROUP, gen.generation, gen.leader, {m: b"a" for m in gen.members})
+    ctx.send_sync(GROUP, gen.generation, gen.followers[0])
+    assert ctx.state() == "Stable" and ctx.coord.gauges().timers.get("sync") == 1
+    ctx.send_sync(GROUP, gen.generation, gen.followers[1])
+    assert ctx.coord.gauges().timers.get("sync", 0) == 0
+    ctx.advance(REBALANCE_MS * 2)
+    assert ctx.member_ids() == set(gen.members) and ctx.state() == "Stable"
