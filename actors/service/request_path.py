@@ -343,10 +343,13 @@ class GroupApi:
 
     async def list_groups_rows(self, req: ListGroupsRequest | None = None, credentials: Any = None
                                ) -> tuple[int, list[ListedRow]]:
-        """ListGroups as (error code, flat rows): how the router gathers a listing without building its
-        ListedGroups (see admin_fanout)."""
-        resp = await self.list_groups(req, credentials)
-        rows = listed_rows(resp.groups)
+        """ListGroups as (error code, flat rows), built without ListedGroups: how the router gathers a listing
+        (see admin_fanout)."""
+        resp = await self.requests.call(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest(), credentials,
+                                        method="list_groups_rows")
+        if type(resp) is list:
+            return int(Errors.NONE), resp
+        rows = listed_rows(resp.groups)  # refused as a whole
         if rows is None:
             raise TypeError(f"a ListGroups answer that is not a list of ListedGroups: {resp!r:.200}")
         return int(resp.error), rows

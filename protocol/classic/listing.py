@@ -10,32 +10,29 @@ from ..messages import (
     DescribedRow,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
-    ListedGroup,
-    ListGroupsRequest,
-    ListGroupsResponse,
+    ListedRow,
     described_group,
     described_member,
 )
 from ..shard.deferred import Deferred
+from .group import ClassicGroup, GroupState
 from .store import DEAD, STABLE, GroupStore
+
+_STATE_NAMES = {s: s.value for s in GroupState}  # Enum's .value is a descriptor call: a listing reads it per group
 
 
 class GroupListingHandler(GroupStore):
     """GroupMetadataManager's ListGroups and DescribeGroups."""
 
-    def list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
-        """List this shard's groups, filtered by state and type (case-insensitive, as Java)."""
-        states = {s.strip().lower() for s in req.states_filter}
-        types = {t.lower() for t in req.types_filter}  # Kafka's GroupType.parse: lower-cased, not trimmed
-        return self.rt.respond(ListGroupsResponse(Errors.NONE, self.listed(states, types)))
-
-    def listed(self, states: set[str], types: set[str]) -> list[ListedGroup]:
-        """ListGroups entries of the classic groups, filtered by lower-cased state and type names."""
-        return [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic")
-            for g in self.groups.values()
-            if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
-        ]
+    def listed_rows(self, states: set[str], types: set[str]) -> list[ListedRow]:
+        """ListGroups entries of the classic groups as rows (group id, protocol type, state, "classic"), filtered by
+        lower-cased state and type names."""
+        if types and "classic" not in types:
+            return []
+        names = _STATE_NAMES
+        wanted = {s for s, name in names.items() if not states or name.lower() in states}
+        return [(g.group_id, g.protocol_type or "", names[g.state], "classic")
+                for g in self.groups.values() if g.state in wanted]
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """Describe groups in request order; an unknown group is NONE with state "Dead"."""
@@ -56,11 +53,11 @@ class GroupListingHandler(GroupStore):
         code, group id, state, protocol type, protocol, members), each member (id, instance id, client id, host,
         metadata of the chosen protocol when Stable, assignment). One loop, as DescribeGroups of 100,000 groups
         spends most of its time here."""
-        found = self.groups.get
+        found, names = self.registry.get, _STATE_NAMES
         rows: list[DescribedRow] = []
         for group_id in group_ids:
             group = found(group_id)
-            if group is None:
+            if type(group) is not ClassicGroup:  # none, or a consumer group: Dead to the classic API
                 rows.append((0, group_id, DEAD.value, "", "", []))
                 continue
             if group.state is STABLE:
@@ -71,5 +68,5 @@ class GroupListingHandler(GroupStore):
                 protocol = ""
                 members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", m.assignment)
                            for m in group.members.values()]
-            rows.append((0, group_id, group.state.value, group.protocol_type or "", protocol, members))
+            rows.append((0, group_id, names[group.state], group.protocol_type or "", protocol, members))
         return rows

@@ -11,7 +11,7 @@ import logging
 from typing import Mapping
 
 from ..errors import Errors
-from ..messages import ListedGroup, OffsetCommitRequest
+from ..messages import ListedRow, OffsetCommitRequest
 from ..shard.deferred import Deferred
 from ..values import TopicPartition
 from .group import ConsumerGroup, ConsumerGroupState, MemberState
@@ -97,15 +97,16 @@ class ConsumerGroupManager(ConsumerHeartbeatHandler):
             members,
         )
 
-    def listed(self, states: set[str], types: set[str]) -> list[ListedGroup]:
-        """ListGroups entries of the consumer groups, filtered by lower-cased state and type names."""
+    def listed_rows(self, states: set[str], types: set[str]) -> list[ListedRow]:
+        """ListGroups entries of the consumer groups as rows (group id, "consumer", state, "consumer"), filtered by
+        lower-cased state and type names."""
         if types and "consumer" not in types:
             return []
         out = []
         for group in self.groups.values():
             state = group.state.value
             if not states or state.lower() in states:
-                out.append(ListedGroup(group.group_id, "consumer", state, "consumer"))
+                out.append((group.group_id, "consumer", state, "consumer"))
         return out
 
     # --- what the offset manager asks ----------------------------------------------------------------

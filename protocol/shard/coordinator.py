@@ -39,6 +39,7 @@ from ..messages import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     LeaveMemberResponse,
+    ListedRow,
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
@@ -49,6 +50,7 @@ from ..messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    list_response_from_rows,
 )
 from ..offsets.columns import BulkLoad
 from ..offsets.manager import OffsetMetadataManager
@@ -402,12 +404,22 @@ class GroupCoordinator:
         """ListGroups (API key 16)."""
         return self._handle(Api.LIST_GROUPS, req if req is not None else ListGroupsRequest(), self._list_groups)
 
+    def list_groups_rows(self, req: ListGroupsRequest) -> Deferred[Any]:
+        """ListGroups answered as the flat rows its response pickles to (built without the ListedGroups), for a
+        fan-out that passes them on; a request refused as a whole is answered by its ListGroupsResponse."""
+        return self._handle(Api.LIST_GROUPS, req, self._list_groups_rows)
+
     def _list_groups(self, req: ListGroupsRequest) -> Deferred[ListGroupsResponse]:
+        return self.runtime.respond(list_response_from_rows(Errors.NONE.value, self._listed_rows(req)))
+
+    def _list_groups_rows(self, req: ListGroupsRequest) -> Deferred[list[ListedRow]]:
+        return self.runtime.respond(self._listed_rows(req))
+
+    def _listed_rows(self, req: ListGroupsRequest) -> list[ListedRow]:
         """Classic groups (group_type "classic"), then consumer groups (group_type "consumer")."""
         states = {s.strip().lower() for s in req.states_filter}
         types = {t.lower() for t in req.types_filter}  # Kafka's GroupType.parse: lower-cased, not trimmed
-        listed = self.groups.listed(states, types) + self.consumer.listed(states, types)
-        return self.runtime.respond(ListGroupsResponse(Errors.NONE, listed))
+        return self.groups.listed_rows(states, types) + self.consumer.listed_rows(states, types)
 
     def describe_groups(self, req: DescribeGroupsRequest) -> Deferred[DescribeGroupsResponse]:
         """DescribeGroups (API key 15)."""
