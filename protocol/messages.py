@@ -123,6 +123,24 @@ class HeartbeatRequest:
     member_id: str
     group_instance_id: str | None = None
 
+    def __reduce__(self) -> tuple:
+        # Pickled as its fields: the most frequent request, sent by the hundreds in one batch. A dataclass
+        # unpickles through __new__ and a state dict, a third slower than this (see _heartbeat_from_wire).
+        return _heartbeat_from_wire, (self.group_id, self.generation_id, self.member_id, self.group_instance_id)
+
+
+def _heartbeat_from_wire(group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: str | None) -> HeartbeatRequest:
+    """Rebuild a HeartbeatRequest pickled by its `__reduce__`, its dict filled directly (a frozen dataclass's
+    __init__ costs a checked setattr per field)."""
+    req = object.__new__(HeartbeatRequest)
+    d = req.__dict__
+    d["group_id"] = group_id
+    d["generation_id"] = generation_id
+    d["member_id"] = member_id
+    d["group_instance_id"] = group_instance_id
+    return req
+
 
 @dataclass(frozen=True)
 class HeartbeatResponse:
