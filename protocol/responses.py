@@ -103,6 +103,8 @@ def response_error(response: Any) -> Errors:
     items: Any = ()
     if hasattr(response, "errors"):  # OffsetCommit, OffsetDelete
         items = response.errors.values()
+        if type(response.errors) is dict and not any(items):  # every one NONE (code 0), found in C
+            return Errors.NONE if error is None else error
     elif hasattr(response, "results"):  # DeleteGroups
         items = response.results.values()
     elif hasattr(response, "groups") and not hasattr(response, "error"):  # DescribeGroups

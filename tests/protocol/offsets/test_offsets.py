@@ -355,6 +355,28 @@ def test_commit_record_values():
     }
 
 
+class _Offset(int):
+    pass
+
+
+class _Metadata(str):
+    pass
+
+
+@pytest.mark.parametrize("value", [OffsetAndMetadata(_Offset(5), "meta", 3), OffsetAndMetadata(5, _Metadata("meta"), 3),
+                                   OffsetAndMetadata(5, "meta", _Offset(3))], ids=["offset", "metadata", "epoch"])
+def test_int_and_str_subclasses_are_stored_as_the_plain_types(value):
+    # Validation lets them through; the records and the columns hold plain ints and strs, as after a replay.
+    shard = Shard(config(), ManualClock(1_000))
+    shard.commit("g", {A0: OffsetAndMetadata(4), A1: value})
+    record = shard.log.records[1]
+    assert record == Record(OffsetCommitKey("g", "a", 1), OffsetCommitValue(5, 3, "meta", 1_000, -1))
+    assert [type(x) for x in record.value[:3]] == [int, int, str]
+    fetched = shard.fetch("g", [A1])[A1]
+    assert fetched == OffsetFetchPartition(5, "meta", 3, Errors.NONE)
+    assert [type(fetched.offset), type(fetched.metadata), type(fetched.leader_epoch)] == [int, str, int]
+
+
 def test_huge_retention_is_capped_to_int64():
     shard = Shard(config(), ManualClock(10))
     shard.commit("g", {A0: 1}, retention_time_ms=2**63 - 1)
