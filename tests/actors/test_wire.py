@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import sys
 
 import pytest
 import ray.cloudpickle as cloudpickle
@@ -28,16 +29,25 @@ def test_a_batch_of_our_requests_and_responses_travels_as_the_c_picklers_bytes()
         assert type(arrived) is list and arrived == batch
 
 
-def test_a_batch_holding_a_type_of_the_callers_own_goes_the_cloudpickle_way():
+@dataclasses.dataclass(frozen=True)
+class _Script:
+    x: int
+
+
+def test_a_batch_holding_a_type_of_the_callers_own_goes_the_cloudpickle_way(monkeypatch):
     @dataclasses.dataclass(frozen=True)
-    class Local:  # defined in a function: only cloudpickle can send it (by value)
+    class Local:  # defined in a function: the C pickler refuses it, cloudpickle sends it by value
         x: int
 
-    batch = [("heartbeat", HeartbeatRequest("wire-group", 1, "member-1")), ("heartbeat", Local(1))]
-    sent = OnePickle(batch)
-    assert sent.__reduce__()[0] is list
-    arrived = cloudpickle.loads(cloudpickle.dumps(sent))
-    assert type(arrived) is list and arrived[0] == batch[0] and arrived[1][1].x == 1
+    # A class of the caller's script: the C pickler would name it __main__._Script, which the actor cannot import.
+    monkeypatch.setattr(_Script, "__module__", "__main__")
+    monkeypatch.setattr(sys.modules["__main__"], "_Script", _Script, raising=False)
+    for own in (Local(1), _Script(1)):
+        batch = [("heartbeat", HeartbeatRequest("wire-group", 1, "member-1")), ("heartbeat", own)]
+        sent = OnePickle(batch)
+        assert sent.__reduce__()[0] is list
+        arrived = cloudpickle.loads(cloudpickle.dumps(sent))
+        assert type(arrived) is list and arrived[0] == batch[0] and arrived[1][1].x == 1
 
 
 def test_a_heartbeat_request_unpickles_equal_hashable_and_frozen():
