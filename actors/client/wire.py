@@ -10,7 +10,7 @@ to msgpack and arrives as a plain list: an echo actor's CPU per heartbeat fell f
 Ray pickles with cloudpickle, whose pickler calls back into Python for every container and object
 it meets, to send functions and classes that cannot be imported by value. A batch's requests and
 responses are importable types, which the C pickler handles alone in a third of the time or less (a
-batch of 330 heartbeats: 1.2-2.0 µs each against 5.0). So a OnePickle travels as the C pickler's
+batch of 330 heartbeats: 1.0 µs each against 5.0). So a OnePickle travels as the C pickler's
 bytes, unless it holds something only cloudpickle can send: a local class (the C pickler refuses it)
 or one of the caller's script (`__main__`, which the receiving process cannot import).
 """
@@ -49,4 +49,3 @@ class OnePickle(Sequence[Any]):
 
     def __repr__(self) -> str:
         return f"OnePickle({self.items!r})"
-
