@@ -45,6 +45,7 @@ HEARTBEAT_BATCH, HEARTBEAT_TICK_MS = 50, 20  # the partition actor's batches of 
 SESSION_MEMBERS, SESSION_INTERVAL_MS, SESSION_CLOCK_MS = 1000, 8_000, 40_000
 REBALANCE_MEMBERS = 1000
 REPLAY_RECORDS = 20_000
+LAG_GROUPS, LAG_TOPICS, LAG_PARTITIONS = 200, 10, 10  # consumer lag: end offsets known for one topic of the ten
 _CONFIG = GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=50)
 
 
@@ -228,6 +229,24 @@ def bulk_replay_20k(data: Path) -> Workload:
     return run
 
 
+def consumer_lag(data: Path) -> Workload:
+    """The consumer lag the metrics publish: 200 groups of 100 committed offsets, end offsets known for one topic
+    of their ten (the other topics' offsets must cost next to nothing)."""
+    from groupcoord.protocol.shard.stats import consumer_lag as lags
+
+    coord, _ = _shard()
+    for g in range(LAG_GROUPS):
+        coord.commit_offsets(OffsetCommitRequest(f"g{g}", {
+            TopicPartition(f"topic-{t}", p): OffsetAndMetadata(g + p, "")
+            for t in range(LAG_TOPICS) for p in range(LAG_PARTITIONS)}))
+    ends = {"topic-0": {p: 1000 for p in range(LAG_PARTITIONS)}}
+
+    def run() -> object:
+        return sum(item.lag for item in lags(coord.offsets.items(), ends))
+
+    return run
+
+
 WORKLOADS: dict[str, Callable[[Path], Workload]] = {
     "commit_apply": commit_apply,
     "heartbeat": heartbeat,
@@ -236,6 +255,7 @@ WORKLOADS: dict[str, Callable[[Path], Workload]] = {
     "replay_20k": replay_20k,
     "columnar_read": columnar_read,
     "bulk_replay_20k": bulk_replay_20k,
+    "consumer_lag": consumer_lag,
 }
 
 

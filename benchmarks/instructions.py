@@ -37,7 +37,7 @@ TOLERANCE = 0.15
 # ran before it in its process (warmed caches, the interpreter's specialized code: join_sync_1000 counted
 # first in its process is 15% higher), so the grouping is part of the baseline.
 PROCESSES = (("heartbeat", "join_sync_1000", "session_timers"),
-             ("commit_apply", "replay_20k", "columnar_read", "bulk_replay_20k"))
+             ("commit_apply", "replay_20k", "columnar_read", "bulk_replay_20k", "consumer_lag"))
 
 
 def environment() -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from array import array
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
+from typing import Container, Iterator, Mapping, Sequence
 
 from ..records import OffsetCommitValue, Record
 from ..values import TopicPartition
@@ -276,6 +276,21 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
 
     def __len__(self) -> int:
         return len(self.meta) - self.free + (len(self.sparse) if self.sparse else 0)
+
+    def committed_of(self, topics: Container[str]) -> Iterator[tuple[str, int, int]]:
+        """(topic, partition, committed offset) of the partitions of `topics` that have one, read from the columns
+        without building values: consumer lag reads every group this way, and skips the topics it has no end for."""
+        index, offset = self.index, self.offset
+        for topic, run in self.topics.items():
+            if topic in topics:
+                base = run >> RUN_BITS
+                for partition, row in enumerate(index[base : base + (run & _RUN_MASK)]):
+                    if row >= 0:
+                        yield topic, partition, offset[row]
+        if self.sparse:
+            for (topic, partition), value in self.sparse.items():
+                if topic in topics:
+                    yield topic, partition, value.offset
 
     def _rows(self) -> Iterator[tuple[TopicPartition, int]]:
         """(partition, row) of the rows in use, by topic name, then partition."""

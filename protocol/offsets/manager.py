@@ -87,7 +87,7 @@ class OffsetMetadataManager:
         """How many offsets the shard holds (Kafka's NumOffsets)."""
         return self._count
 
-    def items(self) -> Iterator[tuple[str, Mapping[TopicPartition, OffsetCommitValue]]]:
+    def items(self) -> Iterator[tuple[str, GroupOffsets]]:
         """(group id, its committed offsets) of every group with offsets; read-only views, not copies."""
         return iter(self._offsets.items())
 

@@ -47,6 +47,15 @@ def test_the_columns_hold_what_a_dict_would(writes: list) -> None:
     assert TopicPartition("never", 0) not in store and store.get(TopicPartition("never", 0)) is None
 
 
+
+@settings(max_examples=100, deadline=None)
+@given(WRITES, st.sets(st.sampled_from([*TOPICS, "never"])))
+def test_the_committed_offsets_of_some_topics_are_those_a_dict_holds(writes: list, topics: set[str]) -> None:
+    store, model = _apply(writes)
+    read = list(store.committed_of(topics))
+    assert len(read) == len(set(read))
+    assert set(read) == {(tp.topic, tp.partition, value.offset) for tp, value in model.items() if tp.topic in topics}
+
 def test_deleting_most_rows_compacts_the_columns_and_keeps_the_rest() -> None:
     store = GroupOffsets()
     for p in range(200):

@@ -111,3 +111,12 @@ def test_consumer_lag_is_end_offset_minus_committed_where_the_end_is_known():
     lagging = consumer_lag(ctx.coord.offsets.items(), ends)
     lags = {(i.group, i.topic, i.partition): (i.committed, i.lag) for i in lagging}
     assert lags == {("g", "t", 0): (10, 15), ("g", "t", 1): (50, 0)}  # never negative; x has no end offset
+
+
+def test_consumer_lag_reads_partitions_past_the_dense_columns_and_only_topics_with_ends():
+    ctx = ShardContext()
+    commit(ctx, "g", {TopicPartition("t", 5000): 7, TopicPartition("t", 2): 1, TopicPartition("u", 0): 3})
+    commit(ctx, "h", {TopicPartition("u", 0): 4})
+    lags = {(i.group, i.topic, i.partition): i.lag
+            for i in consumer_lag(ctx.coord.offsets.items(), {"t": {5000: 9, 2: 1}, "u": {}})}
+    assert lags == {("g", "t", 5000): 2, ("g", "t", 2): 0}  # "u" has no end offsets: none of its offsets counts
