@@ -277,20 +277,19 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     def __len__(self) -> int:
         return len(self.meta) - self.free + (len(self.sparse) if self.sparse else 0)
 
-    def committed_of(self, topics: Container[str]) -> Iterator[tuple[str, int, int]]:
+    def committed_of(self, topics: Container[str]) -> list[tuple[str, int, int]]:
         """(topic, partition, committed offset) of the partitions of `topics` that have one, read from the columns
-        without building values: consumer lag reads every group this way, and skips the topics it has no end for."""
+        without building values: consumer lag reads every group this way, and skips the topics it has no end for.
+        A list, read at once: the caller may let other work change the group before it has gone through it."""
         index, offset = self.index, self.offset
-        for topic, run in self.topics.items():
-            if topic in topics:
-                base = run >> RUN_BITS
-                for partition, row in enumerate(index[base : base + (run & _RUN_MASK)]):
-                    if row >= 0:
-                        yield topic, partition, offset[row]
+        out = [(topic, partition, offset[row])
+               for topic, run in self.topics.items() if topic in topics
+               for partition, row in enumerate(index[run >> RUN_BITS : (run >> RUN_BITS) + (run & _RUN_MASK)])
+               if row >= 0]
         if self.sparse:
-            for (topic, partition), value in self.sparse.items():
-                if topic in topics:
-                    yield topic, partition, value.offset
+            out += [(topic, partition, value.offset) for (topic, partition), value in self.sparse.items()
+                    if topic in topics]
+        return out
 
     def _rows(self) -> Iterator[tuple[TopicPartition, int]]:
         """(partition, row) of the rows in use, by topic name, then partition."""

@@ -6,6 +6,7 @@ import asyncio
 from collections import defaultdict
 from types import SimpleNamespace
 
+from groupcoord.actors.service import telemetry as telemetry_module
 from groupcoord.actors.service.metrics import BY_NAME, LATENCY_BOUNDARIES, CountedHistogram
 from groupcoord.actors.service.partition_runtime import _compaction_is_fatal
 from groupcoord.actors.service.spec import Observability
@@ -167,13 +168,36 @@ def test_paused_metrics_record_nothing_and_resume_from_the_totals(tmp_path):
 def test_lag_series_that_disappear_are_set_to_nan(tmp_path):
     telemetry, coord, _, recorded = telemetry_over(tmp_path)
     commit(coord, "g", 7, partitions=2)
-    telemetry.publish_lag({"t": {"partitions": 2, "end_offsets": {"0": 10, "1": 7}}})
+    asyncio.run(telemetry.publish_lag({"t": {"partitions": 2, "end_offsets": {"0": 10, "1": 7}}}))
     assert value(recorded, "groupcoord_consumer_lag", group="g", topic="t", partition="0") == 3
     assert value(recorded, "groupcoord_consumer_group_sum_lag", group="g") == 3
-    telemetry.publish_lag({})  # the topic's end offsets are gone
+    asyncio.run(telemetry.publish_lag({}))  # the topic's end offsets are gone
     lag = value(recorded, "groupcoord_consumer_lag", group="g", topic="t", partition="0")
     assert lag != lag  # NaN
 
+
+
+def test_lag_is_published_in_steps_while_requests_change_the_groups(tmp_path, monkeypatch):
+    telemetry, coord, _, recorded = telemetry_over(tmp_path)
+    monkeypatch.setattr(telemetry_module, "LAG_STEP", 3)
+    for g in range(6):
+        commit(coord, f"g{g}", g, partitions=2)
+    during: list[bool] = []
+
+    async def main() -> None:
+        publishing = asyncio.ensure_future(
+            telemetry.publish_lag({"t": {"partitions": 2, "end_offsets": {"0": 10, "1": 10}}}))
+        for i in range(4):  # requests served meanwhile: new groups, and a new topic in a group being read
+            await asyncio.sleep(0)
+            during.append(not publishing.done())
+            commit(coord, f"new{i}", 1, partitions=2)
+            coord.commit_offsets(OffsetCommitRequest("g5", {TopicPartition(f"other{i}", 0): OffsetAndMetadata(1)}))
+        await publishing
+
+    asyncio.run(main())
+    assert during[:2] == [True, True]  # the walk let other work run before it finished
+    assert [value(recorded, "groupcoord_consumer_group_sum_lag", group=f"g{g}") for g in range(6)] == \
+        [2 * (10 - g) for g in range(6)]
 
 def test_background_failures_are_counted_by_loop_and_timer_failures_once(tmp_path):
     telemetry, coord, _, recorded = telemetry_over(tmp_path)
