@@ -26,7 +26,7 @@ from array import array
 import msgpack
 import numpy as np
 
-from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, RUN_BITS, BulkLoad, GroupOffsets
+from groupcoord.protocol.offsets.columns import DENSE_PARTITIONS, RUN_BITS, BulkLoad, Columns, GroupOffsets
 from groupcoord.protocol.records import OffsetCommitValue, Record, records_from_objs
 
 from .columnar import EntryBlock, LogPosition, read_entries
@@ -237,39 +237,23 @@ class _Keys:
         group_index_start = run_base[group_runs]
         packed = (run_base - np.repeat(group_index_start, np.diff(np.r_[group_runs, len(run_starts)]))) << RUN_BITS
         packed |= lengths
-        # Each group's columns are copied out of these bytes.
-        index_bytes, offset_bytes = index.data.cast("B"), self.offset[live].data.cast("B")
-        epoch_bytes = self.epoch[live].astype(np.int32).data.cast("B")
-        committed_bytes = self.committed[live].data.cast("B")
         meta: list[str | None] = [""] * len(live)
         for i in np.flatnonzero(self.meta_len[live] > 0).tolist():
             meta[i] = self.metadata[int(self.meta_block[live[i]]), int(self.meta_start[live[i]])]
         expires = self.expire[live]
         expire_rows = np.flatnonzero(expires != -1)
-        cuts = np.r_[group_starts, len(live)]
-        expire_cuts: list[int] = np.asarray(np.searchsorted(expire_rows, cuts)).tolist()
-        expire_rows_list, expire_values = expire_rows.tolist(), expires[expire_rows].tolist()
-        names = self.names
-        run_names = [names[t] for t in pair_topic[pair[run_starts]].tolist()]
-        packed_list = packed.tolist()
-        run_cuts = np.r_[group_runs, len(run_starts)].tolist()
-        index_cuts = np.r_[group_index_start, len(index)].tolist()
         row_cuts = np.r_[group_starts, len(live)].tolist()
+        source = _LiveColumns(
+            [self.names[t] for t in pair_topic[pair[run_starts]].tolist()], packed.tolist(),
+            np.r_[group_runs, len(run_starts)].tolist(), np.r_[group_index_start, len(index)].tolist(), row_cuts,
+            index, self.offset[live], self.epoch[live].astype(np.int32), self.committed[live], meta,
+            np.asarray(np.searchsorted(expire_rows, row_cuts)).tolist(), expire_rows.tolist(),
+            expires[expire_rows].tolist())
+        names = self.names
         for k, group_id in enumerate(run_group[group_runs].tolist()):
-            a, b = row_cuts[k], row_cuts[k + 1]
-            topics = dict(zip(run_names[run_cuts[k] : run_cuts[k + 1]], packed_list[run_cuts[k] : run_cuts[k + 1]],
-                              strict=True))
-            index_col, offset_col, epoch_col, committed_col = array("i"), array("q"), array("i"), array("q")
-            index_col.frombytes(index_bytes[4 * index_cuts[k] : 4 * index_cuts[k + 1]])
-            offset_col.frombytes(offset_bytes[8 * a : 8 * b])
-            epoch_col.frombytes(epoch_bytes[4 * a : 4 * b])
-            committed_col.frombytes(committed_bytes[8 * a : 8 * b])
-            e0, e1 = expire_cuts[k], expire_cuts[k + 1]
-            expire = {expire_rows_list[i] - a: expire_values[i] for i in range(e0, e1)} if e1 > e0 else None
             name = names[group_id]
             sparse = out[name].sparse if name in out else None
-            out[name] = GroupOffsets.from_columns(topics, index_col, offset_col, epoch_col, committed_col, meta[a:b],
-                                                 expire, sparse)
+            out[name] = GroupOffsets.from_source(source, k, row_cuts[k + 1] - row_cuts[k], sparse)
         return out
 
     def _sparse(self, out: dict[str, GroupOffsets], slots: np.ndarray, pair_group: np.ndarray,
@@ -284,6 +268,37 @@ class _Keys:
                                       int(self.committed[s]), int(self.expire[s]))
             store = out.setdefault(group, GroupOffsets())
             store.put(topic, int(self.slot_part[s]), value)
+
+
+class _LiveColumns:
+    """A bulk load's live offsets in shared columns, group after group (rows in order of group, topic, partition):
+    each group's own columns are copied out of them when the shard first uses the group (GroupOffsets.from_source).
+    They are freed once every group has been built."""
+
+    def __init__(self, run_names: list[str], runs: list[int], run_cuts: list[int], index_cuts: list[int],
+                 row_cuts: list[int], index: np.ndarray, offset: np.ndarray, epoch: np.ndarray, committed: np.ndarray,
+                 meta: list[str | None], expire_cuts: list[int], expire_rows: list[int], expire_values: list[int]):
+        self.run_names, self.runs, self.run_cuts, self.index_cuts, self.row_cuts = (
+            run_names, runs, run_cuts, index_cuts, row_cuts)
+        self.index, self.offset = index.data.cast("B"), offset.data.cast("B")
+        self.epoch, self.committed = epoch.data.cast("B"), committed.data.cast("B")
+        self.meta, self.expire_cuts, self.expire_rows, self.expire_values = (
+            meta, expire_cuts, expire_rows, expire_values)
+
+    def columns(self, key: int) -> Columns:
+        """Group `key`'s columns (see ColumnSource), copied out of the shared ones."""
+        a, b = self.row_cuts[key], self.row_cuts[key + 1]
+        r0, r1 = self.run_cuts[key], self.run_cuts[key + 1]
+        topics = dict(zip(self.run_names[r0:r1], self.runs[r0:r1], strict=True))
+        index_col, offset_col, epoch_col, committed_col = array("i"), array("q"), array("i"), array("q")
+        index_col.frombytes(self.index[4 * self.index_cuts[key] : 4 * self.index_cuts[key + 1]])
+        offset_col.frombytes(self.offset[8 * a : 8 * b])
+        epoch_col.frombytes(self.epoch[4 * a : 4 * b])
+        committed_col.frombytes(self.committed[8 * a : 8 * b])
+        e0, e1 = self.expire_cuts[key], self.expire_cuts[key + 1]
+        rows, values = self.expire_rows, self.expire_values
+        expire = {rows[i] - a: values[i] for i in range(e0, e1)} if e1 > e0 else None
+        return topics, index_col, offset_col, epoch_col, committed_col, self.meta[a:b], expire
 
 
 def bulk_load(directory: str | os.PathLike[str], block_records: int = BLOCK_RECORDS,

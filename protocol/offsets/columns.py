@@ -11,6 +11,11 @@ What does not fit that layout (a partition past DENSE_PARTITIONS, a value outsid
 integer ranges, metadata that is not a str) is kept as it came, in a small dict beside the columns,
 so every value the shard may replay round-trips exactly. Reads see the offsets as a Mapping
 TopicPartition -> OffsetCommitValue, ordered by topic name, then partition.
+
+A bulk load (storage.bulk_replay) hands over its groups pending: each group's columns are copied out
+of the load's shared ones the first time the group is used, not at load. A restart with a million
+live offsets in 10,000 groups spent a fifth of its replay building columns most groups would not
+need for a while.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import sys
 from array import array
 from dataclasses import dataclass
-from typing import Container, Iterator, Mapping, Sequence
+from typing import Container, Iterator, Mapping, Protocol, Sequence
 
 from ..records import OffsetCommitValue, Record
 from ..values import TopicPartition
@@ -34,10 +39,22 @@ intern = sys.intern
 _NONE = array("i", [-1])
 
 
+Columns = tuple[dict[str, int], array, array, array, array, list[str | None], dict[int, int] | None]
+
+
+class ColumnSource(Protocol):
+    """Where a pending group's columns come from: a bulk load's shared columns."""
+
+    def columns(self, key: int) -> Columns:
+        """Group `key`'s topics, index, offset, epoch and committed columns, metadata and expire timestamps."""
+        ...
+
+
 class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
     """The committed offsets of one group, by column; a read-only Mapping to its readers."""
 
-    __slots__ = ("committed", "dead", "epoch", "expire", "free", "index", "meta", "offset", "sparse", "topics")
+    __slots__ = ("committed", "dead", "epoch", "expire", "free", "index", "meta", "offset", "pending", "sparse",
+                 "topics")
 
     def __init__(self) -> None:
         self.topics: dict[str, int] = {}  # topic -> base << RUN_BITS | run length, its run of `index`
@@ -50,30 +67,30 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         self.expire: dict[int, int] | None = None  # row -> expire timestamp, for rows that have one
         self.sparse: dict[TopicPartition, OffsetCommitValue] | None = None
         self.free = 0  # rows not in use (their metadata None), until the columns are compacted
+        self.pending: tuple[ColumnSource, int, int] | None = None  # (source, key, rows) until the columns are built
 
     @classmethod
-    def from_columns(
-        cls,
-        topics: dict[str, int],
-        index: array,
-        offset: array,
-        epoch: array,
-        committed: array,
-        meta: list[str | None],
-        expire: dict[int, int] | None = None,
-        sparse: dict[TopicPartition, OffsetCommitValue] | None = None,
-    ) -> GroupOffsets:
-        """A group's offsets from columns built in bulk (a load); every row is in use and indexed once."""
+    def from_source(cls, source: ColumnSource, key: int, rows: int,
+                    sparse: dict[TopicPartition, OffsetCommitValue] | None = None) -> GroupOffsets:
+        """A bulk-loaded group of `rows` offsets (all in use) in the columns, plus `sparse`: its columns are
+        `source.columns(key)`, built the first time the group is read or written."""
         self = cls.__new__(cls)
-        self.topics, self.index, self.dead = topics, index, 0
-        self.offset, self.epoch, self.committed, self.meta = offset, epoch, committed, meta
-        self.expire, self.sparse, self.free = expire or None, sparse or None, 0
+        self.pending, self.sparse = (source, key, rows), sparse or None
         return self
+
+    def _build(self) -> None:
+        """Build a pending group's columns (each method that reads or writes them calls this first, if pending)."""
+        assert self.pending is not None
+        source, key, _ = self.pending
+        self.topics, self.index, self.offset, self.epoch, self.committed, self.meta, expire = source.columns(key)
+        self.expire, self.dead, self.free, self.pending = expire or None, 0, 0, None
 
     # --- writes (replay only) --------------------------------------------------------------
 
     def put(self, topic: str, partition: int, value: OffsetCommitValue) -> bool:
         """Store `value` as the committed offset of (topic, partition); True if the key was new."""
+        if self.pending is not None:
+            self._build()
         offset, epoch, metadata, committed, expire = value
         run = self.topics.get(topic)
         if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
@@ -133,6 +150,8 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
                 epochs: Sequence[int], metadata: Sequence[str], committed: int, expire: int) -> int:
         """Store one commit's values, record by record as `put` would (a run's columns; see OffsetCommitRun);
         returns how many keys were new. A partition that already has a row is written in place here."""
+        if self.pending is not None:
+            self._build()
         new = 0
         runs, offset_column, epoch_column, committed_column, meta = (
             self.topics, self.offset, self.epoch, self.committed, self.meta)
@@ -198,6 +217,8 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove the committed offset of (topic, partition); True if there was one."""
+        if self.pending is not None:
+            self._build()
         run = self.topics.get(topic)
         if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
             at = (run >> RUN_BITS) + partition
@@ -259,6 +280,8 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
 
     def get(self, tp: TopicPartition, default: OffsetCommitValue | None = None) -> OffsetCommitValue | None:  # type: ignore[override]
         """The committed offset of `tp`, or `default`."""
+        if self.pending is not None:
+            self._build()
         topic, partition = tp
         run = self.topics.get(topic)
         if run is not None and type(partition) is int and 0 <= partition < run & _RUN_MASK:
@@ -275,12 +298,15 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
         return self.get(tp) is not None  # type: ignore[arg-type]
 
     def __len__(self) -> int:
-        return len(self.meta) - self.free + (len(self.sparse) if self.sparse else 0)
+        dense = len(self.meta) - self.free if self.pending is None else self.pending[2]
+        return dense + (len(self.sparse) if self.sparse else 0)
 
     def committed_of(self, topics: Container[str]) -> list[tuple[str, int, int]]:
         """(topic, partition, committed offset) of the partitions of `topics` that have one, read from the columns
         without building values: consumer lag reads every group this way, and skips the topics it has no end for.
         A list, read at once: the caller may let other work change the group before it has gone through it."""
+        if self.pending is not None:
+            self._build()
         index, offset = self.index, self.offset
         out = [(topic, partition, offset[row])
                for topic, run in self.topics.items() if topic in topics
@@ -301,12 +327,16 @@ class GroupOffsets(Mapping[TopicPartition, OffsetCommitValue]):
                     yield new(TopicPartition, (topic, p)), row
 
     def __iter__(self) -> Iterator[TopicPartition]:
+        if self.pending is not None:
+            self._build()
         if not self.sparse:
             return (tp for tp, _ in self._rows())
         return iter(sorted([*(tp for tp, _ in self._rows()), *self.sparse]))
 
     def items(self) -> Iterator[tuple[TopicPartition, OffsetCommitValue]]:  # type: ignore[override]
         """(partition, committed offset) pairs, values built as they are read."""
+        if self.pending is not None:
+            self._build()
         value = self._value
         if not self.sparse:
             return ((tp, value(row)) for tp, row in self._rows())

@@ -96,6 +96,34 @@ def test_a_bulk_load_leaves_the_state_a_record_by_record_load_leaves(tmp_path: P
     assert not any(type(e) is not str and type(e.key) is OffsetCommitKey for e in plan.events)
 
 
+
+def _pending(coord: GroupCoordinator) -> int:
+    return sum(offsets.pending is not None for _, offsets in coord.offsets.items())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bulk_loaded_groups_are_built_when_first_used_and_then_written_as_any(tmp_path: Path, seed: int) -> None:
+    """A bulk load leaves its groups' columns unbuilt; the first write, delete or read of a group builds them,
+    and whatever comes first leaves the state a record-by-record load of the same records leaves."""
+    rng = random.Random(100 + seed)
+    written = _write(tmp_path / "log", rng, 1500)
+    later = [_record(rng, len(written) + i) for i in range(300)]  # commits, tombstones, group deletes
+    expected = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
+    expected.load(written)
+    totals = (expected.offsets.total_offsets(), {g: expected.offsets.has_offsets(g) for g in GROUPS})
+    expected.replay_replicated(later)
+    plan = bulk_load(tmp_path / "log", records_at_most=len(written))
+    assert plan is not None
+    bulk = GroupCoordinator(GroupConfig(), ManualClock(T0), MemoryLog())
+    bulk.load_bulk(plan)
+    pending = _pending(bulk)
+    assert pending == len(list(bulk.offsets.items())) > 0  # nothing built at load
+    assert (bulk.offsets.total_offsets(), {g: bulk.offsets.has_offsets(g) for g in GROUPS}) == totals
+    bulk.replay_replicated(later)
+    assert _pending(bulk) < pending  # the later records built the groups they touched
+    assert _state(bulk) == _state(expected)
+
+
 def test_no_room_to_reserve_slots_up_front_replays_the_same(tmp_path: Path, monkeypatch) -> None:
     """A host that does not overcommit refuses the up-front reserve: the columns then grow block by block."""
     from groupcoord.storage import bulk_replay
