@@ -67,6 +67,9 @@ class MemberMetadata(NamedTuple):
     assignment: bytes
 
 
+_MEMBER_FIELDS = len(MemberMetadata._fields)
+
+
 class GroupMetadataValue(NamedTuple):
     """A group's persisted state: generation, protocol, leader and members with assignments."""
 
@@ -140,8 +143,10 @@ def record_from_obj(obj: list) -> Record:
             if v is not None:
                 if v[0] != GROUP_METADATA_VALUE_VERSION:
                     raise RecordFormatError(f"group metadata value version {v[0]} is not supported")
-                v = GroupMetadataValue(v[1], v[2], v[3], v[4], v[5], tuple(MemberMetadata(*m) for m in v[6]))
-            return Record(GroupMetadataKey(obj[1]), v)
+                # Built with tuple.__new__ (a restart decodes one per group); a member of the wrong arity still fails.
+                v = _new(GroupMetadataValue, (v[1], v[2], v[3], v[4], v[5], tuple(
+                    _new(MemberMetadata, m) if len(m) == _MEMBER_FIELDS else MemberMetadata(*m) for m in v[6])))
+            return _new(Record, (_new(GroupMetadataKey, (obj[1],)), v))
         try:
             consumer = consumer_record_from_obj(obj)
         except ValueError as e:

@@ -34,15 +34,18 @@ from .errors import CorruptLogError
 from .kernels import Kernels, kernels
 from .scan_layout import (
     ARENA,
+    COMMIT,
     COUNTERS,
     EVENTS,
     FOLDED,
     HASHED,
+    INT_TOMBSTONE,
     NAMES,
     NIL_METADATA,
     PAIRS,
     SLOTS,
     SLOTS_PER_RECORD,
+    SPAN_METADATA,
     TOO_SPARSE,
 )
 
@@ -182,20 +185,23 @@ class _Keys:
             for i in range(names_before, int(c[NAMES])):
                 start = int(self.name_start[i])
                 self.names.append(self.arena[start : start + int(self.name_len[i])].tobytes().decode())
-            used = int(c[SLOTS])
-            written = np.flatnonzero((self.meta_block[:used] == block_no) & (self.meta_len[:used] > 0)
-                                     & (self.state[:used] == 1))
-            for start, length in zip(self.meta_start[written].tolist(), self.meta_len[written].tolist(), strict=True):
-                self.metadata[block_no, start] = payload[start : start + length].decode()
+            # The metadata this block left as a key's last value, if any of its commits carries some: finding it
+            # looks at every slot so far, which a block of empty metadata need not do.
+            if np.any((kind == COMMIT) & (ints[INT_TOMBSTONE] == 0) & (spans[SPAN_METADATA + 1] > 0)):
+                used = int(c[SLOTS])
+                written = np.flatnonzero((self.meta_block[:used] == block_no) & (self.meta_len[:used] > 0)
+                                         & (self.state[:used] == 1))
+                for start, length in zip(self.meta_start[written].tolist(), self.meta_len[written].tolist(),
+                                         strict=True):
+                    self.metadata[block_no, start] = payload[start : start + length].decode()
+            # The block's other records, decoded together, in log order among the points where a group came up.
+            codes = events[: c[EVENTS]].tolist()
+            at = [-1 - code for code in codes if code < 0]
             view = memoryview(payload)
-            for code in events[: c[EVENTS]].tolist():
-                if code >= 0:
-                    self.events.append(self.names[code])
-                    continue
-                at = -1 - code
-                start, length = int(spans[0, at]), int(spans[1, at])
-                (record,) = records_from_objs([msgpack.unpackb(view[start : start + length], raw=False)])
-                self.events.append(record)
+            records = iter(records_from_objs([msgpack.unpackb(view[start : start + length], raw=False) for start, length
+                                              in zip(spans[0, at].tolist(), spans[1, at].tolist(), strict=True)]))
+            names = self.names
+            self.events.extend(names[code] if code >= 0 else next(records) for code in codes)
         except (ValueError, TypeError) as e:  # UnicodeDecodeError, RecordFormatError, msgpack's errors
             raise _Unsupported(str(e)) from e
 

@@ -157,8 +157,12 @@ def test_offset_key_version_zero_is_read_as_an_offset_commit():
         [1, "g", "t", 0, [99, 1, -1, "", 0, -1]],
         [2],
         [1, "g", "t"],
+        [2, "g", [0, "consumer", 1, None, None, -1, [["m", None, "c", "h", 1, 2, b""]]]],
+        [2, "g", [0, "consumer", 1, None, None, -1, [7]]],
+        [2, "g", [0, "consumer", 1, None, None]],
     ],
-    ids=["unknown-key-type", "group-value-version", "offset-value-version", "short-group", "short-offset"],
+    ids=["unknown-key-type", "group-value-version", "offset-value-version", "short-group", "short-offset",
+         "member-missing-a-field", "member-not-a-list", "short-group-value"],
 )
 def test_undecodable_records_raise_record_format_error(obj):
     with pytest.raises(RecordFormatError):
