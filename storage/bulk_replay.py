@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 from array import array
+from dataclasses import dataclass
 
 import msgpack
 import numpy as np
@@ -250,11 +251,13 @@ class _Keys:
         expire_rows = np.flatnonzero(expires != -1)
         row_cuts = np.r_[group_starts, len(live)].tolist()
         source = _LiveColumns(
-            [self.names[t] for t in pair_topic[pair[run_starts]].tolist()], packed.tolist(),
-            np.r_[group_runs, len(run_starts)].tolist(), np.r_[group_index_start, len(index)].tolist(), row_cuts,
-            index, self.offset[live], self.epoch[live].astype(np.int32), self.committed[live], meta,
-            np.asarray(np.searchsorted(expire_rows, row_cuts)).tolist(), expire_rows.tolist(),
-            expires[expire_rows].tolist())
+            run_names=[self.names[t] for t in pair_topic[pair[run_starts]].tolist()], runs=packed.tolist(),
+            run_cuts=np.r_[group_runs, len(run_starts)].tolist(),
+            index=index.data.cast("B"), index_cuts=np.r_[group_index_start, len(index)].tolist(),
+            offset=self.offset[live].data.cast("B"), epoch=self.epoch[live].astype(np.int32).data.cast("B"),
+            committed=self.committed[live].data.cast("B"), meta=meta, row_cuts=row_cuts,
+            expire_rows=expire_rows.tolist(), expire_values=expires[expire_rows].tolist(),
+            expire_cuts=np.asarray(np.searchsorted(expire_rows, row_cuts)).tolist())
         names = self.names
         for k, group_id in enumerate(run_group[group_runs].tolist()):
             name = names[group_id]
@@ -276,20 +279,25 @@ class _Keys:
             store.put(topic, int(self.slot_part[s]), value)
 
 
+@dataclass(frozen=True)
 class _LiveColumns:
     """A bulk load's live offsets in shared columns, group after group (rows in order of group, topic, partition):
     each group's own columns are copied out of them when the shard first uses the group (GroupOffsets.from_source).
-    They are freed once every group has been built."""
+    They are freed once every group has been built. Cuts are where each group's slice starts, and one more."""
 
-    def __init__(self, run_names: list[str], runs: list[int], run_cuts: list[int], index_cuts: list[int],
-                 row_cuts: list[int], index: np.ndarray, offset: np.ndarray, epoch: np.ndarray, committed: np.ndarray,
-                 meta: list[str | None], expire_cuts: list[int], expire_rows: list[int], expire_values: list[int]):
-        self.run_names, self.runs, self.run_cuts, self.index_cuts, self.row_cuts = (
-            run_names, runs, run_cuts, index_cuts, row_cuts)
-        self.index, self.offset = index.data.cast("B"), offset.data.cast("B")
-        self.epoch, self.committed = epoch.data.cast("B"), committed.data.cast("B")
-        self.meta, self.expire_cuts, self.expire_rows, self.expire_values = (
-            meta, expire_cuts, expire_rows, expire_values)
+    run_names: list[str]  # each (group, topic) run's topic
+    runs: list[int]  # its entry in the group's `topics`: base << RUN_BITS | length
+    run_cuts: list[int]
+    index: memoryview  # int32 partition -> row, run after run
+    index_cuts: list[int]
+    offset: memoryview  # int64 per row
+    epoch: memoryview  # int32 per row
+    committed: memoryview  # int64 per row
+    meta: list[str | None]  # per row
+    row_cuts: list[int]
+    expire_rows: list[int]  # the rows with an expire timestamp, and theirs
+    expire_values: list[int]
+    expire_cuts: list[int]
 
     def columns(self, key: int) -> Columns:
         """Group `key`'s columns (see ColumnSource), copied out of the shared ones."""
