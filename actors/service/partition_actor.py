@@ -108,6 +108,7 @@ def serving_status(partition: int, node: tuple[str, str], started: float, rt: Pa
         "loaded": coord is not None,
         "load_ms": rt.load_ms,
         "load_cpu_ms": rt.load_cpu_ms,
+        "loaded_at": rt.loaded_at,
         "records_replayed": rt.records_replayed,
         "load_mode": rt.load_mode,
         "groups": gauges.groups if gauges is not None else 0,

@@ -87,6 +87,7 @@ class PartitionRuntime:
         self.root: StorageRoot | None = None
         self.load_ms: float | None = None
         self.load_cpu_ms: float | None = None
+        self.loaded_at: float | None = None  # wall-clock time the shard started serving (its log replayed)
         self.records_replayed = 0
         self.load_mode: str | None = None  # how the log was replayed: "bulk" (by column) or "records"
         # Told the time and record count of every flush (the actor's telemetry sets it).
@@ -143,6 +144,7 @@ class PartitionRuntime:
             return
         self.load_ms = (time.perf_counter() - start) * 1000
         self.coord = coord
+        self.loaded_at = time.time()
         log.info("partition %d loaded %d records in %.0f ms", self.partition, self.records_replayed, self.load_ms)
         sup = self.supervisor
         self.lag.clock = self.clock

@@ -157,6 +157,8 @@ def test_recovery(drivers, tmp_path):
         assert row["baselines"]["raw_records"]["records"] == on_disk == row["baselines"]["in_process"]["records"]
         assert all(t["records"] == on_disk for t in row["trials"])
         assert row["restart_s"]["median"] > 0
+        # Serving again (the restarted actor's clock) comes before a caller's status call is answered as loaded.
+        assert all(0 < t["restart_s"] <= t["answered_s"] for t in row["trials"])
     assert r["floor_s"]["n"] == r["sizes"]["trials"] and r["floor_s"]["median"] > 0  # the empty log's restarts
     # Compaction kept the live offsets and dropped the older commits of them.
     assert compacted["trials"][0]["records"] < plain["trials"][0]["records"]
