@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
-
-if TYPE_CHECKING:
-    from ..offsets.columns import GroupOffsets
+from typing import Container, Iterable, Iterator, Mapping, Protocol
 
 # Rebalance durations waiting for the service to take them; older ones are dropped past this many.
 MAX_PENDING_DURATIONS = 10_000
@@ -95,7 +92,15 @@ class PartitionLag:
         return max(0, self.end_offset - self.committed)
 
 
-def consumer_lag(committed: Iterable[tuple[str, GroupOffsets]], end_offsets: Mapping[str, Mapping[int, int]]
+class CommittedOffsets(Protocol):
+    """A group's committed offsets as consumer lag reads them (offsets.columns.GroupOffsets, above this room)."""
+
+    def committed_of(self, topics: Container[str]) -> list[tuple[str, int, int]]:
+        """(topic, partition, committed offset) of the partitions of `topics` that have one."""
+        ...
+
+
+def consumer_lag(committed: Iterable[tuple[str, CommittedOffsets]], end_offsets: Mapping[str, Mapping[int, int]]
                  ) -> Iterator[PartitionLag]:
     """The lag of every committed offset (`coord.offsets.items()`) whose topic partition has a known end offset.
 
