@@ -4,8 +4,8 @@ A restarting shard needs, of a log that is mostly offset commits, only the last 
 offset key. So the log is read in blocks of entries (storage.columnar.read_entries), scanned by
 the compiled msgpack pass (storage.msgpack_scan), and a second compiled pass (storage.replay_kernels)
 keeps, per (group, topic, partition), the fields of its last record in flat columns. No Python
-object is made per record. At the end the live keys become the shard's column store
-(protocol.offsets.columns.GroupOffsets) with a few array copies per group.
+object is made per record. At the end the live keys stay in shared columns, from which each group's
+own (protocol.offsets.columns.GroupOffsets) are copied when the shard first uses the group.
 
 Records of other kinds are decoded the ordinary way and kept in log order, and so is each point
 where an offset commit of a group came before the next of them: replay would create that group
